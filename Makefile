@@ -1,0 +1,73 @@
+# slatelib: SlateDB 0.17-compatible library and PySpark maintenance jobs.
+# `make help` lists the targets. `make test` and `make run` bootstrap .venv themselves.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+DEMO_DIR := $(CURDIR)/var/demo
+DEMO_DB := file://$(DEMO_DIR)/db
+
+.DEFAULT_GOAL := help
+.PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
+        test-dags check run bench package-jobs flatbuffers clean
+
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e '.[spark,test]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install slatelib with the spark and test extras
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
+
+typecheck: $(STAMP) ## mypy --strict on slatelib and jobs
+	$(BIN)/mypy
+
+test-unit: $(STAMP) ## fast unit tests (no network, no Spark)
+	$(PYTEST) tests/unit -q
+
+test-integration: $(STAMP) ## local FS and moto_server S3
+	$(PYTEST) tests/integration -q
+
+test-spark: $(STAMP) ## Spark jobs on a local SparkSession
+	$(PYTEST) tests/spark -q
+
+test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
+	$(PYTEST) tests/interop -q
+
+test-dags: $(STAMP) ## Airflow DAG integrity
+	$(PYTEST) tests/dags -q
+
+check: lint typecheck test-unit ## lint + typecheck + unit tests
+
+test: $(STAMP) ## every suite but the benchmarks (the command CI runs)
+	$(PYTEST) tests -q -p no:cacheprovider
+
+run: $(STAMP) ## the main job: build the demo database and read it back
+	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	$(BIN)/python scripts/gen_demo_data.py --rows 200000 --out $(DEMO_DIR)/data.jsonl
+	$(BIN)/slate --db $(DEMO_DB) load $(DEMO_DIR)/data.jsonl --sst-size 4MiB
+	$(BIN)/slate --db $(DEMO_DB) summary
+	$(BIN)/slate --db $(DEMO_DB) get 757365723a3030303030303432   # user:00000042
+	$(BIN)/slate --db $(DEMO_DB) scan --start 757365723a3030313030303030 --limit 3   # from user:00100000
+	$(BIN)/python scripts/verify_demo.py --db $(DEMO_DB) --data $(DEMO_DIR)/data.jsonl
+
+bench: $(STAMP) ## benchmarks side by side with the official package (see benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_read.py
+
+package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
+	$(BIN)/python -m pip wheel --no-deps -w dist .
+
+flatbuffers: ## no generated code: FlatBuffers are hand-decoded (docs/rfcs/0001-flatbuffers.md)
+	@echo "slatelib decodes FlatBuffers by hand; nothing to generate (see docs/rfcs/0001-flatbuffers.md)"
+
+clean: ## remove build outputs and the demo
+	rm -rf build dist var *.egg-info

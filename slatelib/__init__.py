@@ -1,0 +1,105 @@
+"""slatelib: read and write SlateDB 0.17.0 databases on object storage.
+
+Public API re-exports, resolved lazily so that importing a submodule (e.g. the pure
+``slatelib.format`` codecs on a Spark executor) does not import the whole library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Settings": "slatelib.config",
+    "load_settings": "slatelib.config",
+    "ConcatMergeOperator": "slatelib.core.merge",
+    "MergeOperator": "slatelib.core.merge",
+    "ObjectStore": "slatelib.objstore",
+    "open_store": "slatelib.objstore",
+    "BulkLoadReport": "slatelib.ops.bulk_load",
+    "bulk_load": "slatelib.ops.bulk_load",
+    "DbReader": "slatelib.reader",
+}
+_ERRORS = [
+    "AlreadyExistsError", "ChecksumMismatchError", "CommitStateUnknownError", "ConflictError",
+    "CorruptObjectError", "DataError", "FencedError", "InternalError", "InvalidArgumentError",
+    "InvalidDbStateError", "ManifestMissingError", "MergeOperatorMissingError",
+    "ObjectMissingError", "SlateError", "SstMissingError", "StorageError", "UnavailableError",
+    "UnsupportedFeatureError", "UnsupportedFormatVersionError",
+]
+_EXPORTS.update(dict.fromkeys(_ERRORS, "slatelib.errors"))
+
+__all__ = [
+    "AlreadyExistsError",
+    "BulkLoadReport",
+    "ChecksumMismatchError",
+    "CommitStateUnknownError",
+    "ConcatMergeOperator",
+    "ConflictError",
+    "CorruptObjectError",
+    "DataError",
+    "DbReader",
+    "FencedError",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidDbStateError",
+    "ManifestMissingError",
+    "MergeOperator",
+    "MergeOperatorMissingError",
+    "ObjectMissingError",
+    "ObjectStore",
+    "Settings",
+    "SlateError",
+    "SstMissingError",
+    "StorageError",
+    "UnavailableError",
+    "UnsupportedFeatureError",
+    "UnsupportedFormatVersionError",
+    "bulk_load",
+    "load_settings",
+    "open_store",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slatelib' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from slatelib.config import Settings, load_settings
+    from slatelib.core.merge import ConcatMergeOperator, MergeOperator
+    from slatelib.errors import (
+        AlreadyExistsError,
+        ChecksumMismatchError,
+        CommitStateUnknownError,
+        ConflictError,
+        CorruptObjectError,
+        DataError,
+        FencedError,
+        InternalError,
+        InvalidArgumentError,
+        InvalidDbStateError,
+        ManifestMissingError,
+        MergeOperatorMissingError,
+        ObjectMissingError,
+        SlateError,
+        SstMissingError,
+        StorageError,
+        UnavailableError,
+        UnsupportedFeatureError,
+        UnsupportedFormatVersionError,
+    )
+    from slatelib.objstore import ObjectStore, open_store
+    from slatelib.ops.bulk_load import BulkLoadReport, bulk_load
+    from slatelib.reader import DbReader

@@ -1,0 +1,1568 @@
+/*
+ * slatelib._speedups: native versions of the SST codec's hot paths (spec 7.4-7.9).
+ *
+ * The pure-Python code in slatelib/format/{bloom,block,sst}.py is the reference: every
+ * function here returns exactly what its `*_py` counterpart returns and rejects exactly what
+ * it rejects (tests/unit/format/test_native.py checks this differentially and by fuzzing).
+ *
+ * Error convention: malformed input (a corrupt block, a bad row, an out-of-range argument)
+ * raises ValueError; the Python wrappers turn it into CorruptObjectError or
+ * InvalidArgumentError. TypeError is raised for arguments of the wrong type.
+ *
+ * C99, no third-party libraries. Single-phase module init (no module state: the module has
+ * no mutable globals).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RESTART_INTERVAL 16
+#define FLAG_TOMBSTONE 0x01u
+#define FLAG_HAS_EXPIRE_TS 0x02u
+#define FLAG_HAS_CREATE_TS 0x04u
+#define FLAG_MERGE_OPERAND 0x08u
+#define KNOWN_FLAGS 0x0Fu
+#define KIND_VALUE 0
+#define KIND_TOMBSTONE 1
+#define KIND_MERGE 2
+#define U16_MAX 0xFFFFu
+
+/* ------------------------------------------------------------------ byte helpers */
+
+static inline uint64_t load_le64(const unsigned char *p)
+{
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+static inline uint64_t load_be64(const unsigned char *p)
+{
+    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+           ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+           ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+}
+
+static inline uint32_t load_be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+           (uint32_t)p[3];
+}
+
+static inline unsigned load_be16(const unsigned char *p)
+{
+    return ((unsigned)p[0] << 8) | (unsigned)p[1];
+}
+
+static inline void store_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static inline void store_be16(unsigned char *p, unsigned v)
+{
+    p[0] = (unsigned char)((v >> 8) & 0xFF);
+    p[1] = (unsigned char)(v & 0xFF);
+}
+
+/* i64 as stored: two's complement, big-endian. */
+static inline int64_t u64_to_i64(uint64_t u)
+{
+    if (u <= (uint64_t)INT64_MAX) {
+        return (int64_t)u;
+    }
+    return -(int64_t)(~u) - 1;
+}
+
+/* Borrow the bytes of a buffer-protocol object; exact bytes avoid the buffer machinery. */
+typedef struct {
+    const unsigned char *ptr;
+    Py_ssize_t len;
+    Py_buffer view;
+    int has_view;
+} ByteSpan;
+
+static int span_get(PyObject *obj, ByteSpan *span, const char *what)
+{
+    span->has_view = 0;
+    if (PyBytes_Check(obj)) {
+        span->ptr = (const unsigned char *)PyBytes_AS_STRING(obj);
+        span->len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a bytes-like object, not %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(obj, &span->view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    span->has_view = 1;
+    span->ptr = (const unsigned char *)span->view.buf;
+    span->len = span->view.len;
+    return 0;
+}
+
+static void span_release(ByteSpan *span)
+{
+    if (span->has_view) {
+        PyBuffer_Release(&span->view);
+        span->has_view = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ SipHash-1-3 */
+
+#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                          \
+    do {                                                                                  \
+        v0 += v1;                                                                         \
+        v1 = ROTL64(v1, 13);                                                              \
+        v1 ^= v0;                                                                         \
+        v0 = ROTL64(v0, 32);                                                              \
+        v2 += v3;                                                                         \
+        v3 = ROTL64(v3, 16);                                                              \
+        v3 ^= v2;                                                                         \
+        v0 += v3;                                                                         \
+        v3 = ROTL64(v3, 21);                                                              \
+        v3 ^= v0;                                                                         \
+        v2 += v1;                                                                         \
+        v1 = ROTL64(v1, 17);                                                              \
+        v1 ^= v2;                                                                         \
+        v2 = ROTL64(v2, 32);                                                              \
+    } while (0)
+
+/* SipHash-1-3 with key (0, 0), spec 7.9 (the hash of 0.17.0's bloom filters). */
+static uint64_t siphash13_raw(const unsigned char *p, size_t n)
+{
+    uint64_t v0 = 0x736F6D6570736575ULL;
+    uint64_t v1 = 0x646F72616E646F6DULL;
+    uint64_t v2 = 0x6C7967656E657261ULL;
+    uint64_t v3 = 0x7465646279746573ULL;
+    const unsigned char *end = p + (n & ~(size_t)7);
+    for (; p != end; p += 8) {
+        uint64_t m = load_le64(p);
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)n << 56;
+    switch (n & 7) {
+    case 7: b |= (uint64_t)p[6] << 48; /* fall through */
+    case 6: b |= (uint64_t)p[5] << 40; /* fall through */
+    case 5: b |= (uint64_t)p[4] << 32; /* fall through */
+    case 4: b |= (uint64_t)p[3] << 24; /* fall through */
+    case 3: b |= (uint64_t)p[2] << 16; /* fall through */
+    case 2: b |= (uint64_t)p[1] << 8;  /* fall through */
+    case 1: b |= (uint64_t)p[0];       /* fall through */
+    default: break;
+    }
+    v3 ^= b;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xFF;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+PyDoc_STRVAR(siphash13_doc,
+"siphash13(data, /) -> int\n\nSipHash-1-3 with key (0, 0) of a bytes-like object.");
+
+static PyObject *py_siphash13(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    ByteSpan s;
+    if (span_get(arg, &s, "data") < 0) {
+        return NULL;
+    }
+    uint64_t h = siphash13_raw(s.ptr, (size_t)s.len);
+    span_release(&s);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+PyDoc_STRVAR(siphash13_many_doc,
+"siphash13_many(keys, /) -> bytes\n\n"
+"SipHash-1-3 of every key of a list or tuple, as an array of native-endian u64\n"
+"(read it with array('Q').frombytes or memoryview.cast('Q')).");
+
+static PyObject *py_siphash13_many(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "keys must be a sequence of bytes-like objects");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > PY_SSIZE_T_MAX / 8) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PySequence_Fast_GET_SIZE(seq)) {
+            PyErr_SetString(PyExc_RuntimeError, "keys changed size during iteration");
+            goto fail;
+        }
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(item);
+        ByteSpan s;
+        if (span_get(item, &s, "key") < 0) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        uint64_t h = siphash13_raw(s.ptr, (size_t)s.len);
+        span_release(&s);
+        Py_DECREF(item);
+        memcpy(dst + 8 * i, &h, 8);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ bloom filters */
+
+/* floor(f32(bits_per_key) * f32(0.69)) clamped to [0, 0xFFFF], exactly as num_probes_for:
+ * Python converts the int to a double, then to f32 (two roundings); the product of two
+ * f32 values is exact in double and rounded once to f32, as an f32 multiply would. */
+static unsigned num_probes_for(long long bits_per_key)
+{
+    volatile float bpk = (float)(double)bits_per_key;
+    volatile float f069 = 0.69f;
+    volatile float prod = (float)((double)bpk * (double)f069);
+    double fl = floor((double)prod);
+    if (!(fl > 0.0)) {
+        return 0;
+    }
+    if (fl >= (double)U16_MAX) {
+        return U16_MAX;
+    }
+    return (unsigned)fl;
+}
+
+static void bloom_fill(unsigned char *bits, uint64_t nbits, unsigned num_probes,
+                       const unsigned char *hashes, size_t n)
+{
+    if (nbits == 0) {
+        return;
+    }
+    if (nbits <= UINT32_MAX) {
+        uint32_t nb = (uint32_t)nbits;
+        for (size_t k = 0; k < n; k++) {
+            uint64_t h;
+            memcpy(&h, hashes + 8 * k, 8);
+            uint64_t x = (uint32_t)h % nb;
+            uint64_t d = (uint32_t)(h >> 32) % nb;
+            for (unsigned i = 0; i < num_probes; i++) {
+                d += i; /* d < nb and i <= 0xFFFF: no overflow */
+                if (d >= nb) {
+                    d %= nb;
+                }
+                bits[x >> 3] |= (unsigned char)(1u << (x & 7));
+                x += d; /* both < nb: the sum is < 2 nb */
+                if (x >= nb) {
+                    x -= nb;
+                }
+            }
+        }
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t h;
+        memcpy(&h, hashes + 8 * k, 8);
+        uint64_t x = (h & 0xFFFFFFFFu) % nbits;
+        uint64_t d = (h >> 32) % nbits;
+        for (unsigned i = 0; i < num_probes; i++) {
+            d = (d + i) % nbits; /* nbits < 2^64 / 2: no overflow */
+            bits[x >> 3] |= (unsigned char)(1u << (x & 7));
+            x += d;
+            if (x >= nbits) {
+                x -= nbits;
+            }
+        }
+    }
+}
+
+/* u16 BE num_probes + bit array for `n` native-endian u64 hashes (build_bloom_from_hashes). */
+static PyObject *bloom_build_raw(const unsigned char *hashes, size_t n, long long bits_per_key)
+{
+    if (bits_per_key < 0) {
+        PyErr_SetString(PyExc_ValueError, "bits_per_key must not be negative");
+        return NULL;
+    }
+    uint64_t bpk = (uint64_t)bits_per_key;
+    if (bpk != 0 && (uint64_t)n > (UINT64_MAX - 7) / bpk) {
+        return PyErr_NoMemory();
+    }
+    uint64_t nbytes = ((uint64_t)n * bpk + 7) / 8;
+    if (nbytes > (uint64_t)(PY_SSIZE_T_MAX - 2) || nbytes > UINT64_MAX / 16) {
+        return PyErr_NoMemory();
+    }
+    unsigned num_probes = num_probes_for(bits_per_key);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nbytes + 2);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    store_be16(dst, num_probes);
+    memset(dst + 2, 0, (size_t)nbytes);
+    if (n > 4096) {
+        Py_BEGIN_ALLOW_THREADS
+        bloom_fill(dst + 2, nbytes * 8, num_probes, hashes, n);
+        Py_END_ALLOW_THREADS
+    } else {
+        bloom_fill(dst + 2, nbytes * 8, num_probes, hashes, n);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(bloom_build_doc,
+"bloom_build(hashes, bits_per_key, /) -> bytes\n\n"
+"Bloom filter data (u16 BE num_probes + bit array) for a buffer of native-endian u64\n"
+"hashes (bytes from siphash13_many, array('Q'), ...); identical to\n"
+"build_bloom_from_hashes.");
+
+static PyObject *py_bloom_build(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    long long bits_per_key;
+    if (!PyArg_ParseTuple(args, "y*L:bloom_build", &view, &bits_per_key)) {
+        return NULL;
+    }
+    if (view.len % 8 != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "hashes buffer length is not a multiple of 8");
+        return NULL;
+    }
+    PyObject *out = bloom_build_raw((const unsigned char *)view.buf, (size_t)view.len / 8,
+                                    bits_per_key);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+PyDoc_STRVAR(bloom_check_doc,
+"bloom_check(bits, num_probes, h, /) -> bool\n\n"
+"Whether a filter's bit array may contain hash h (BloomFilter.might_contain_hash).");
+
+static PyObject *py_bloom_check(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    long long num_probes;
+    PyObject *h_obj;
+    if (!PyArg_ParseTuple(args, "y*LO!:bloom_check", &view, &num_probes, &PyLong_Type,
+                          &h_obj)) {
+        return NULL;
+    }
+    uint64_t h = PyLong_AsUnsignedLongLong(h_obj);
+    if (h == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "h must be an unsigned 64-bit hash");
+        return NULL;
+    }
+    uint64_t nbytes = (uint64_t)view.len;
+    int result = 1;
+    if (nbytes == 0 || nbytes > UINT64_MAX / 16) {
+        result = 0;
+    } else {
+        const unsigned char *bits = (const unsigned char *)view.buf;
+        uint64_t nbits = nbytes * 8;
+        uint64_t x = (h & 0xFFFFFFFFu) % nbits;
+        uint64_t d = (h >> 32) % nbits;
+        uint64_t probes = num_probes > 0 ? (uint64_t)num_probes : 0;
+        for (uint64_t i = 0; i < probes; i++) {
+            d = (d + i % nbits) % nbits; /* both terms < nbits <= 2^60 */
+            if (!(bits[x >> 3] & (1u << (x & 7)))) {
+                result = 0;
+                break;
+            }
+            x += d;
+            if (x >= nbits) {
+                x -= nbits;
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(result);
+}
+
+/* ------------------------------------------------------------------ block decoding */
+
+/* Why a block is malformed; raised as ValueError (the wrapper adds "malformed vN block"). */
+static PyObject *corrupt(const char *msg)
+{
+    PyErr_SetString(PyExc_ValueError, msg);
+    return NULL;
+}
+
+/* A varint of at most 6 bytes (the Python decoder's limit), read inside [pos, end). */
+static inline int read_varint(const unsigned char *p, size_t end, size_t *pos, uint64_t *out)
+{
+    size_t i = *pos;
+    uint64_t result = 0;
+    for (int shift = 0; shift <= 35; shift += 7) {
+        if (i >= end) {
+            return -1;
+        }
+        unsigned b = p[i++];
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            *pos = i;
+            *out = result;
+            return 0;
+        }
+    }
+    return -2; /* varint too long */
+}
+
+/* Reuses the int object of the previous row when a field repeats (seq of a batch, ts). */
+typedef struct {
+    PyObject *obj;
+    uint64_t bits;
+} IntCache;
+
+static PyObject *cached_u64(IntCache *c, uint64_t v)
+{
+    if (c->obj != NULL && c->bits == v) {
+        Py_INCREF(c->obj);
+        return c->obj;
+    }
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (o == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(c->obj, o);
+    c->bits = v;
+    Py_INCREF(o);
+    return o;
+}
+
+static PyObject *cached_i64(IntCache *c, uint64_t raw)
+{
+    if (c->obj != NULL && c->bits == raw) {
+        Py_INCREF(c->obj);
+        return c->obj;
+    }
+    PyObject *o = PyLong_FromLongLong(u64_to_i64(raw));
+    if (o == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(c->obj, o);
+    c->bits = raw;
+    Py_INCREF(o);
+    return o;
+}
+
+static PyObject *opt_ts(IntCache *c, int present, uint64_t raw)
+{
+    if (!present) {
+        Py_RETURN_NONE;
+    }
+    return cached_i64(c, raw);
+}
+
+/* Kind of a row from its flags, or -1 for flags 0.17 rejects (spec 7.6). */
+static inline int kind_of_flags(unsigned flags)
+{
+    if (flags & ~KNOWN_FLAGS) {
+        return -1;
+    }
+    if (flags & FLAG_TOMBSTONE) {
+        return (flags & FLAG_MERGE_OPERAND) ? -1 : KIND_TOMBSTONE;
+    }
+    return (flags & FLAG_MERGE_OPERAND) ? KIND_MERGE : KIND_VALUE;
+}
+
+/* key = prev[:shared] + suffix, reusing prev when the key repeats. */
+static PyObject *join_key(PyObject *prev, size_t shared, const unsigned char *suffix,
+                          size_t unshared)
+{
+    if (shared == 0) {
+        return PyBytes_FromStringAndSize((const char *)suffix, (Py_ssize_t)unshared);
+    }
+    if (unshared == 0 && (Py_ssize_t)shared == PyBytes_GET_SIZE(prev)) {
+        Py_INCREF(prev);
+        return prev;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(shared + unshared));
+    if (key == NULL) {
+        return NULL;
+    }
+    char *k = PyBytes_AS_STRING(key);
+    memcpy(k, PyBytes_AS_STRING(prev), shared);
+    memcpy(k + shared, suffix, unshared);
+    return key;
+}
+
+typedef struct {
+    IntCache seq, expire, create;
+} RowCaches;
+
+static void caches_clear(RowCaches *c)
+{
+    Py_CLEAR(c->seq.obj);
+    Py_CLEAR(c->expire.obj);
+    Py_CLEAR(c->create.obj);
+}
+
+/* Appends (key, seq, kind, value, expire_ts, create_ts) to `rows`; steals key and value. */
+static int append_row(PyObject *rows, RowCaches *c, PyObject *key, uint64_t seq, int kind,
+                      PyObject *value, int has_exp, uint64_t exp, int has_cre, uint64_t cre)
+{
+    PyObject *t = PyTuple_New(6);
+    if (t == NULL) {
+        Py_DECREF(key);
+        Py_DECREF(value);
+        return -1;
+    }
+    PyTuple_SET_ITEM(t, 0, key);
+    PyTuple_SET_ITEM(t, 3, value);
+    PyObject *o = cached_u64(&c->seq, seq);
+    if (o == NULL) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(t, 1, o);
+    o = PyLong_FromLong(kind);
+    if (o == NULL) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(t, 2, o);
+    o = opt_ts(&c->expire, has_exp, exp);
+    if (o == NULL) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(t, 4, o);
+    o = opt_ts(&c->create, has_cre, cre);
+    if (o == NULL) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(t, 5, o);
+    /* Only bytes, ints and None: the tuple can never be part of a cycle. Untracking it now
+     * (as the GC itself would, lazily) keeps large decoded lists out of GC traversals. */
+    PyObject_GC_UnTrack(t);
+    int rc = PyList_Append(rows, t);
+    Py_DECREF(t);
+    return rc;
+fail:
+    Py_DECREF(t); /* unset slots are NULL, which tuple dealloc skips */
+    return -1;
+}
+
+static PyObject *decode_v2(const unsigned char *p, size_t n)
+{
+    if (n < 2) {
+        return corrupt("bad restart trailer");
+    }
+    size_t num_restarts = load_be16(p + n - 2);
+    if (2 + 2 * num_restarts > n) {
+        return corrupt("bad restart trailer");
+    }
+    size_t end = n - 2 - 2 * num_restarts;
+    if (num_restarts == 0 && end > 0) {
+        return corrupt("bad restart trailer");
+    }
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL) {
+        return NULL;
+    }
+    RowCaches caches = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
+    PyObject *prev = NULL; /* borrowed: the previous key, owned by `rows` */
+    size_t prev_len = 0;
+    size_t pos = 0;
+    const char *err = NULL;
+    while (pos < end) {
+        uint64_t shared, unshared, vlen;
+        int rc = read_varint(p, end, &pos, &shared);
+        if (rc == 0) {
+            rc = read_varint(p, end, &pos, &unshared);
+        }
+        if (rc == 0) {
+            rc = read_varint(p, end, &pos, &vlen);
+        }
+        if (rc != 0) {
+            err = rc == -2 ? "varint too long" : "row runs past the end of the block";
+            goto corrupt_block;
+        }
+        if (shared > prev_len) {
+            err = "shared prefix longer than previous key";
+            goto corrupt_block;
+        }
+        if (unshared > end - pos) {
+            err = "row runs past the end of the block";
+            goto corrupt_block;
+        }
+        size_t kstart = pos;
+        pos += (size_t)unshared;
+        if (vlen > end - pos) {
+            err = "row runs past the end of the block";
+            goto corrupt_block;
+        }
+        size_t vstart = pos;
+        pos += (size_t)vlen;
+        if (end - pos < 9) {
+            err = "row runs past the end of the block";
+            goto corrupt_block;
+        }
+        uint64_t seq = load_be64(p + pos);
+        unsigned flags = p[pos + 8];
+        pos += 9;
+        uint64_t exp = 0, cre = 0;
+        int has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
+        int has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
+        if (has_exp) {
+            if (end - pos < 8) {
+                err = "row runs past the end of the block";
+                goto corrupt_block;
+            }
+            exp = load_be64(p + pos);
+            pos += 8;
+        }
+        if (has_cre) {
+            if (end - pos < 8) {
+                err = "row runs past the end of the block";
+                goto corrupt_block;
+            }
+            cre = load_be64(p + pos);
+            pos += 8;
+        }
+        int kind = kind_of_flags(flags);
+        if (kind < 0) {
+            err = "invalid row flags";
+            goto corrupt_block;
+        }
+        PyObject *key = join_key(prev, (size_t)shared, p + kstart, (size_t)unshared);
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *value = kind == KIND_TOMBSTONE
+            ? PyBytes_FromStringAndSize(NULL, 0)
+            : PyBytes_FromStringAndSize((const char *)p + vstart, (Py_ssize_t)vlen);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto error;
+        }
+        prev = key;
+        prev_len = (size_t)PyBytes_GET_SIZE(key);
+        if (append_row(rows, &caches, key, seq, kind, value, has_exp, exp, has_cre, cre) < 0) {
+            goto error;
+        }
+    }
+    caches_clear(&caches);
+    return rows;
+corrupt_block:
+    PyErr_SetString(PyExc_ValueError, err);
+error:
+    caches_clear(&caches);
+    Py_DECREF(rows);
+    return NULL;
+}
+
+static PyObject *decode_v1(const unsigned char *p, size_t n)
+{
+    if (n < 2) {
+        return corrupt("bad offset trailer");
+    }
+    size_t count = load_be16(p + n - 2);
+    if (2 + 2 * count > n) {
+        return corrupt("bad offset trailer");
+    }
+    size_t end = n - 2 - 2 * count;
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL) {
+        return NULL;
+    }
+    RowCaches caches = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
+    PyObject *first = NULL; /* borrowed: the block's first key, owned by `rows` */
+    size_t first_len = 0;
+    const char *err = NULL;
+    for (size_t i = 0; i < count; i++) {
+        size_t pos = load_be16(p + end + 2 * i);
+        if (pos > end || end - pos < 4) {
+            err = "row runs past the offset array";
+            goto corrupt_block;
+        }
+        size_t plen = load_be16(p + pos);
+        size_t slen = load_be16(p + pos + 2);
+        pos += 4;
+        if (i == 0) {
+            plen = 0; /* the reference takes it from an empty first key */
+        } else if (plen > first_len) {
+            err = "prefix longer than the block's first key";
+            goto corrupt_block;
+        }
+        if (slen > end - pos) {
+            err = "row runs past the offset array";
+            goto corrupt_block;
+        }
+        size_t kstart = pos;
+        pos += slen;
+        if (end - pos < 9) {
+            err = "row runs past the offset array";
+            goto corrupt_block;
+        }
+        uint64_t seq = load_be64(p + pos);
+        unsigned flags = p[pos + 8];
+        pos += 9;
+        uint64_t exp = 0, cre = 0;
+        int has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
+        int has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
+        if (has_exp) {
+            if (end - pos < 8) {
+                err = "row runs past the offset array";
+                goto corrupt_block;
+            }
+            exp = load_be64(p + pos);
+            pos += 8;
+        }
+        if (has_cre) {
+            if (end - pos < 8) {
+                err = "row runs past the offset array";
+                goto corrupt_block;
+            }
+            cre = load_be64(p + pos);
+            pos += 8;
+        }
+        int kind = kind_of_flags(flags);
+        if (kind < 0) {
+            err = "invalid row flags";
+            goto corrupt_block;
+        }
+        size_t vstart = 0, vlen = 0;
+        if (kind != KIND_TOMBSTONE) {
+            if (end - pos < 4) {
+                err = "row runs past the offset array";
+                goto corrupt_block;
+            }
+            vlen = load_be32(p + pos);
+            pos += 4;
+            if (vlen > end - pos) {
+                err = "value runs past the end of the block";
+                goto corrupt_block;
+            }
+            vstart = pos;
+        }
+        PyObject *key = join_key(first, plen, p + kstart, slen);
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *value = PyBytes_FromStringAndSize((const char *)p + vstart, (Py_ssize_t)vlen);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto error;
+        }
+        if (i == 0) {
+            first = key;
+            first_len = (size_t)PyBytes_GET_SIZE(key);
+        }
+        /* v1 drops a tombstone's expire_ts on read (spec 7.5) */
+        if (append_row(rows, &caches, key, seq, kind, value,
+                       has_exp && kind != KIND_TOMBSTONE, exp, has_cre, cre) < 0) {
+            goto error;
+        }
+    }
+    caches_clear(&caches);
+    return rows;
+corrupt_block:
+    PyErr_SetString(PyExc_ValueError, err);
+error:
+    caches_clear(&caches);
+    Py_DECREF(rows);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_block_v2_doc,
+"decode_block_v2(data, /) -> list[tuple]\n\n"
+"Rows of a decompressed v2 block; ValueError if it is malformed.");
+
+static PyObject *py_decode_block_v2(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    ByteSpan s;
+    if (span_get(arg, &s, "data") < 0) {
+        return NULL;
+    }
+    PyObject *out = decode_v2(s.ptr, (size_t)s.len);
+    span_release(&s);
+    return out;
+}
+
+PyDoc_STRVAR(decode_block_v1_doc,
+"decode_block_v1(data, /) -> list[tuple]\n\n"
+"Rows of a decompressed v1 block; ValueError if it is malformed.");
+
+static PyObject *py_decode_block_v1(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    ByteSpan s;
+    if (span_get(arg, &s, "data") < 0) {
+        return NULL;
+    }
+    PyObject *out = decode_v1(s.ptr, (size_t)s.len);
+    span_release(&s);
+    return out;
+}
+
+/* ------------------------------------------------------------------ block writer */
+
+/*
+ * BlockWriterV2: cuts rows into v2 blocks with 0.17.0's fit rule (spec 7.7) and keeps the
+ * SST-level bookkeeping of SstWriter (ordering, stats, bloom hashes, index keys).
+ * Reference implementation: slatelib.format.block.BlockWriterPy.
+ */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t block_size;
+    int compacted;
+    int want_hashes;
+    int busy; /* guards against re-entrant calls (e.g. from a finalizer run by the GC) */
+    /* the open block */
+    unsigned char *data;
+    size_t data_len, data_cap;
+    uint16_t *restarts;
+    size_t num_restarts, restarts_cap;
+    Py_ssize_t block_rows;
+    uint64_t block_puts, block_deletes, block_merges;
+    PyObject *block_first_key; /* NULL while the block is empty */
+    uint64_t block_first_seq;
+    PyObject *prev_block_last; /* last key of the previous finished block, or NULL */
+    /* the whole SST */
+    uint64_t rows, puts, deletes, merges, raw_key_size, raw_val_size;
+    PyObject *first_key, *last_key; /* NULL before the first row */
+    uint64_t first_seq, last_seq;
+    uint64_t *hashes;
+    size_t num_hashes, hashes_cap;
+    PyObject *blocks; /* finished (raw, index_key, puts, deletes, merges) tuples */
+} BlockWriterObject;
+
+static PyTypeObject BlockWriterType;
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t new_cap = *cap ? *cap : 64;
+    while (new_cap < need) {
+        if (new_cap > ((size_t)PY_SSIZE_T_MAX / elem) / 2) {
+            new_cap = need;
+            break;
+        }
+        new_cap *= 2;
+    }
+    if (new_cap > (size_t)PY_SSIZE_T_MAX / elem) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    void *p = PyMem_Realloc(*buf, new_cap * elem);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = new_cap;
+    return 0;
+}
+
+static PyObject *bw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"block_size", "compacted", "want_hashes", NULL};
+    Py_ssize_t block_size;
+    int compacted = 1, want_hashes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|$pp:BlockWriterV2", kwlist, &block_size,
+                                     &compacted, &want_hashes)) {
+        return NULL;
+    }
+    if (block_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "block_size must not be negative");
+        return NULL;
+    }
+    BlockWriterObject *self = (BlockWriterObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    /* tp_alloc zeroes the object: every pointer is NULL and every counter 0 */
+    self->block_size = block_size;
+    self->compacted = compacted;
+    self->want_hashes = want_hashes;
+    self->blocks = PyList_New(0);
+    if (self->blocks == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void bw_dealloc(BlockWriterObject *self)
+{
+    PyMem_Free(self->data);
+    PyMem_Free(self->restarts);
+    PyMem_Free(self->hashes);
+    Py_XDECREF(self->block_first_key);
+    Py_XDECREF(self->prev_block_last);
+    Py_XDECREF(self->first_key);
+    Py_XDECREF(self->last_key);
+    Py_XDECREF(self->blocks);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* Index key of a block (spec 7.8): shortest prefix of `first` greater than `prev_last`. */
+static PyObject *index_separator(PyObject *prev_last, PyObject *first)
+{
+    const unsigned char *a = (const unsigned char *)PyBytes_AS_STRING(prev_last);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(first);
+    size_t la = (size_t)PyBytes_GET_SIZE(prev_last), lb = (size_t)PyBytes_GET_SIZE(first);
+    size_t n = la < lb ? la : lb;
+    size_t cut;
+    if (la == lb && memcmp(a, b, n) == 0) {
+        cut = lb;
+    } else {
+        size_t j = 0;
+        while (j < n && a[j] == b[j]) {
+            j++;
+        }
+        cut = j < n ? j + 1 : (la + 1 < lb ? la + 1 : lb);
+    }
+    if (cut == lb) {
+        Py_INCREF(first);
+        return first;
+    }
+    return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)cut);
+}
+
+/* Closes the open block (which must hold rows) into a tuple appended to self->blocks. */
+static int bw_close_block(BlockWriterObject *self)
+{
+    size_t total = self->data_len + 2 * self->num_restarts + 2;
+    if (self->num_restarts > U16_MAX || total > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_ValueError, "block has too many restart points");
+        return -1;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (raw == NULL) {
+        return -1;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(raw);
+    if (self->data_len) {
+        memcpy(out, self->data, self->data_len);
+    }
+    unsigned char *q = out + self->data_len;
+    for (size_t i = 0; i < self->num_restarts; i++, q += 2) {
+        store_be16(q, self->restarts[i]);
+    }
+    store_be16(q, (unsigned)self->num_restarts);
+    PyObject *index_key;
+    if (!self->compacted) {
+        unsigned char be[8];
+        store_be64(be, self->block_first_seq);
+        index_key = PyBytes_FromStringAndSize((const char *)be, 8);
+    } else if (self->prev_block_last == NULL) {
+        index_key = PyBytes_FromStringAndSize(NULL, 0);
+    } else {
+        index_key = index_separator(self->prev_block_last, self->block_first_key);
+    }
+    if (index_key == NULL) {
+        Py_DECREF(raw);
+        return -1;
+    }
+    PyObject *t = PyTuple_New(5);
+    if (t == NULL) {
+        Py_DECREF(raw);
+        Py_DECREF(index_key);
+        return -1;
+    }
+    PyTuple_SET_ITEM(t, 0, raw);
+    PyTuple_SET_ITEM(t, 1, index_key);
+    uint64_t counts[3] = {self->block_puts, self->block_deletes, self->block_merges};
+    for (Py_ssize_t i = 0; i < 3; i++) {
+        PyObject *c = PyLong_FromUnsignedLongLong(counts[i]);
+        if (c == NULL) {
+            Py_DECREF(t); /* unset slots are NULL, which tuple dealloc skips */
+            return -1;
+        }
+        PyTuple_SET_ITEM(t, 2 + i, c);
+    }
+    PyObject_GC_UnTrack(t); /* bytes and ints only: never part of a cycle */
+    int rc = PyList_Append(self->blocks, t);
+    Py_DECREF(t);
+    if (rc < 0) {
+        return -1;
+    }
+    self->data_len = 0;
+    self->num_restarts = 0;
+    self->block_rows = 0;
+    self->block_puts = self->block_deletes = self->block_merges = 0;
+    Py_INCREF(self->last_key);
+    Py_XSETREF(self->prev_block_last, self->last_key);
+    Py_CLEAR(self->block_first_key);
+    return 0;
+}
+
+static int ts_field(PyObject *obj, const char *name, int *present, int64_t *out)
+{
+    if (obj == Py_None) {
+        *present = 0;
+        return 0;
+    }
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int or None, not %.100s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s %R out of the i64 range", name, obj);
+        return -1;
+    }
+    *present = 1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Adds one row. Everything that can fail on a bad row is checked before any state changes,
+ * so a rejected row leaves the writer as it was. */
+static int bw_add_row(BlockWriterObject *self, PyObject *row)
+{
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 6) {
+        PyErr_Format(PyExc_TypeError, "a row must be a 6-tuple, not %.100s",
+                     Py_TYPE(row)->tp_name);
+        return -1;
+    }
+    PyObject *key_obj = PyTuple_GET_ITEM(row, 0);
+    PyObject *seq_obj = PyTuple_GET_ITEM(row, 1);
+    PyObject *kind_obj = PyTuple_GET_ITEM(row, 2);
+    PyObject *val_obj = PyTuple_GET_ITEM(row, 3);
+
+    if (!PyLong_Check(seq_obj)) {
+        PyErr_Format(PyExc_TypeError, "seq must be an int, not %.100s",
+                     Py_TYPE(seq_obj)->tp_name);
+        return -1;
+    }
+    unsigned long long seq = PyLong_AsUnsignedLongLong(seq_obj);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "seq %R out of the u64 range", seq_obj);
+        return -1;
+    }
+    if (!PyLong_Check(kind_obj)) {
+        PyErr_Format(PyExc_TypeError, "kind must be an int, not %.100s",
+                     Py_TYPE(kind_obj)->tp_name);
+        return -1;
+    }
+    long kind = PyLong_AsLong(kind_obj);
+    if (kind != KIND_VALUE && kind != KIND_TOMBSTONE && kind != KIND_MERGE) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "invalid row kind %R", kind_obj);
+        return -1;
+    }
+    int has_exp, has_cre;
+    int64_t exp = 0, cre = 0;
+    if (ts_field(PyTuple_GET_ITEM(row, 4), "expire_ts", &has_exp, &exp) < 0 ||
+        ts_field(PyTuple_GET_ITEM(row, 5), "create_ts", &has_cre, &cre) < 0) {
+        return -1;
+    }
+
+    /* The key must be exact bytes to be kept (first/last key, index keys); a bytes-like
+     * key is copied once. */
+    PyObject *key;
+    if (PyBytes_CheckExact(key_obj)) {
+        key = key_obj;
+        Py_INCREF(key);
+    } else if (PyObject_CheckBuffer(key_obj)) {
+        key = PyBytes_FromObject(key_obj);
+        if (key == NULL) {
+            return -1;
+        }
+    } else {
+        PyErr_Format(PyExc_TypeError, "key must be bytes, not %.100s",
+                     Py_TYPE(key_obj)->tp_name);
+        return -1;
+    }
+    const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key);
+    size_t klen = (size_t)PyBytes_GET_SIZE(key);
+    ByteSpan val = {NULL, 0, {0}, 0};
+    int rc = -1;
+    if (klen == 0) {
+        PyErr_SetString(PyExc_ValueError, "keys must not be empty");
+        goto done;
+    }
+    if (self->compacted && self->last_key != NULL) {
+        const unsigned char *lk = (const unsigned char *)PyBytes_AS_STRING(self->last_key);
+        size_t lklen = (size_t)PyBytes_GET_SIZE(self->last_key);
+        size_t m = klen < lklen ? klen : lklen;
+        int c = memcmp(k, lk, m);
+        if (c == 0) {
+            c = klen < lklen ? -1 : (klen > lklen ? 1 : 0);
+        }
+        if (c < 0 || (c == 0 && seq >= self->last_seq)) {
+            PyErr_Format(PyExc_ValueError, "rows out of order: %R@%llu after %R@%llu", key, seq,
+                         self->last_key, (unsigned long long)self->last_seq);
+            goto done;
+        }
+    }
+    if (kind != KIND_TOMBSTONE) {
+        if (span_get(val_obj, &val, "value") < 0) {
+            goto done;
+        }
+    }
+    size_t vlen = (size_t)val.len;
+
+    int restart = self->block_rows % RESTART_INTERVAL == 0;
+    size_t shared = 0;
+    if (!restart) {
+        const unsigned char *lk = (const unsigned char *)PyBytes_AS_STRING(self->last_key);
+        size_t lklen = (size_t)PyBytes_GET_SIZE(self->last_key);
+        size_t m = klen < lklen ? klen : lklen;
+        while (shared < m && lk[shared] == k[shared]) {
+            shared++;
+        }
+    }
+    size_t tail = vlen + 9 + (has_exp ? 8 : 0) + (has_cre ? 8 : 0) + varint_len(vlen);
+    size_t row_len = varint_len(shared) + varint_len(klen - shared) + (klen - shared) + tail;
+    if (self->block_rows > 0) {
+        size_t size = self->data_len + 2 * self->num_restarts + 2;
+        if (size + row_len + (restart ? 2 : 0) > (size_t)self->block_size) {
+            if (bw_close_block(self) < 0) {
+                goto done;
+            }
+            restart = 1;
+            shared = 0;
+            row_len = varint_len(0) + varint_len(klen) + klen + tail;
+        }
+    }
+    if (restart && self->data_len > U16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "block data exceeds the u16 restart offset range");
+        goto done;
+    }
+    if (row_len > (size_t)PY_SSIZE_T_MAX - self->data_len) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (grow((void **)&self->data, &self->data_cap, self->data_len + row_len, 1) < 0) {
+        goto done;
+    }
+    if (restart && grow((void **)&self->restarts, &self->restarts_cap,
+                        self->num_restarts + 1, sizeof(uint16_t)) < 0) {
+        goto done;
+    }
+    if (self->want_hashes && grow((void **)&self->hashes, &self->hashes_cap,
+                                  self->num_hashes + 1, sizeof(uint64_t)) < 0) {
+        goto done;
+    }
+
+    /* nothing below can fail */
+    if (restart) {
+        self->restarts[self->num_restarts++] = (uint16_t)self->data_len;
+    }
+    unsigned char *p = self->data + self->data_len;
+    p = put_varint(p, shared);
+    p = put_varint(p, klen - shared);
+    p = put_varint(p, vlen);
+    memcpy(p, k + shared, klen - shared);
+    p += klen - shared;
+    if (vlen) {
+        memcpy(p, val.ptr, vlen);
+        p += vlen;
+    }
+    store_be64(p, (uint64_t)seq);
+    unsigned flags = kind == KIND_TOMBSTONE ? FLAG_TOMBSTONE
+                   : kind == KIND_MERGE ? FLAG_MERGE_OPERAND : 0u;
+    if (has_exp) {
+        flags |= FLAG_HAS_EXPIRE_TS;
+    }
+    if (has_cre) {
+        flags |= FLAG_HAS_CREATE_TS;
+    }
+    p[8] = (unsigned char)flags;
+    p += 9;
+    if (has_exp) {
+        store_be64(p, (uint64_t)exp);
+        p += 8;
+    }
+    if (has_cre) {
+        store_be64(p, (uint64_t)cre);
+        p += 8;
+    }
+    self->data_len += row_len;
+
+    if (self->block_rows == 0) {
+        Py_INCREF(key);
+        Py_XSETREF(self->block_first_key, key);
+        self->block_first_seq = seq;
+    }
+    self->block_rows++;
+    if (self->first_key == NULL) {
+        Py_INCREF(key);
+        self->first_key = key;
+        self->first_seq = seq;
+    }
+    Py_INCREF(key);
+    Py_XSETREF(self->last_key, key);
+    self->last_seq = seq;
+    self->rows++;
+    self->raw_key_size += klen;
+    if (kind == KIND_TOMBSTONE) {
+        self->deletes++;
+        self->block_deletes++;
+    } else {
+        self->raw_val_size += vlen;
+        if (kind == KIND_MERGE) {
+            self->merges++;
+            self->block_merges++;
+        } else {
+            self->puts++;
+            self->block_puts++;
+        }
+    }
+    if (self->want_hashes) {
+        self->hashes[self->num_hashes++] = siphash13_raw(k, klen);
+    }
+    rc = 0;
+done:
+    span_release(&val);
+    Py_DECREF(key);
+    return rc;
+}
+
+static int bw_enter(BlockWriterObject *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "BlockWriterV2 is already in use");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+
+static PyObject *bw_add(BlockWriterObject *self, PyObject *row)
+{
+    if (bw_enter(self) < 0) {
+        return NULL;
+    }
+    int rc = bw_add_row(self, row);
+    self->busy = 0;
+    if (rc < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(PyList_GET_SIZE(self->blocks) > 0);
+}
+
+static PyObject *bw_add_rows(BlockWriterObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"rows", "start", "end", NULL};
+    PyObject *rows_arg, *end_obj = Py_None;
+    Py_ssize_t start = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|nO:add_rows", kwlist, &rows_arg, &start,
+                                     &end_obj)) {
+        return NULL;
+    }
+    Py_ssize_t end = PY_SSIZE_T_MAX;
+    if (end_obj != Py_None) {
+        end = PyNumber_AsSsize_t(end_obj, PyExc_OverflowError);
+        if (end == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    if (start < 0 || end < 0) {
+        PyErr_SetString(PyExc_ValueError, "start and end must not be negative");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(rows_arg, "rows must be a list or tuple of rows");
+    if (seq == NULL) {
+        return NULL;
+    }
+    if (bw_enter(self) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    int rc = 0;
+    /* the length is re-read every step: a GC finalizer could shrink the list */
+    for (Py_ssize_t i = start; i < end && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(row);
+        rc = bw_add_row(self, row);
+        Py_DECREF(row);
+        if (rc < 0) {
+            break;
+        }
+    }
+    self->busy = 0;
+    Py_DECREF(seq);
+    if (rc < 0) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(PyList_GET_SIZE(self->blocks));
+}
+
+static PyObject *bw_finish_block(BlockWriterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (bw_enter(self) < 0) {
+        return NULL;
+    }
+    int rc = self->block_rows > 0 ? bw_close_block(self) : 0;
+    self->busy = 0;
+    if (rc < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(PyList_GET_SIZE(self->blocks) > 0);
+}
+
+static PyObject *bw_take_blocks(BlockWriterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (bw_enter(self) < 0) {
+        return NULL;
+    }
+    PyObject *fresh = PyList_New(0);
+    self->busy = 0;
+    if (fresh == NULL) {
+        return NULL;
+    }
+    PyObject *out = self->blocks;
+    self->blocks = fresh;
+    return out;
+}
+
+static PyObject *bw_hashes(BlockWriterObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBytes_FromStringAndSize((const char *)self->hashes,
+                                     (Py_ssize_t)(self->num_hashes * sizeof(uint64_t)));
+}
+
+static PyObject *bw_bloom(BlockWriterObject *self, PyObject *arg)
+{
+    long long bits_per_key = PyLong_AsLongLong(arg);
+    if (bits_per_key == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    /* busy: bloom_build_raw may release the GIL while it reads self->hashes */
+    if (bw_enter(self) < 0) {
+        return NULL;
+    }
+    PyObject *out = bloom_build_raw((const unsigned char *)self->hashes, self->num_hashes,
+                                    bits_per_key);
+    self->busy = 0;
+    return out;
+}
+
+static PyObject *opt_key(PyObject *key)
+{
+    if (key == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(key);
+    return key;
+}
+
+static PyObject *bw_get_first_key(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    return opt_key(self->first_key);
+}
+
+static PyObject *bw_get_last_key(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    return opt_key(self->last_key);
+}
+
+static PyObject *bw_get_first_seq(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    if (self->first_key == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromUnsignedLongLong(self->first_seq);
+}
+
+static PyObject *bw_get_last_seq(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    if (self->last_key == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromUnsignedLongLong(self->last_seq);
+}
+
+static PyObject *bw_get_open_size(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    if (self->block_rows == 0) {
+        return PyLong_FromLong(0);
+    }
+    return PyLong_FromSize_t(self->data_len + 2 * self->num_restarts + 2);
+}
+
+#define BW_U64_GETTER(field)                                                              \
+    static PyObject *bw_get_##field(BlockWriterObject *self, void *c)                     \
+    {                                                                                     \
+        (void)c;                                                                          \
+        return PyLong_FromUnsignedLongLong(self->field);                                  \
+    }
+
+BW_U64_GETTER(rows)
+BW_U64_GETTER(puts)
+BW_U64_GETTER(deletes)
+BW_U64_GETTER(merges)
+BW_U64_GETTER(raw_key_size)
+BW_U64_GETTER(raw_val_size)
+
+static PyObject *bw_get_open_rows(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(self->block_rows);
+}
+
+static PyObject *bw_get_block_size(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSsize_t(self->block_size);
+}
+
+static PyObject *bw_get_compacted(BlockWriterObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->compacted);
+}
+
+static PyGetSetDef bw_getset[] = {
+    {"num_rows", (getter)bw_get_rows, NULL, "rows added", NULL},
+    {"num_puts", (getter)bw_get_puts, NULL, "value rows added", NULL},
+    {"num_deletes", (getter)bw_get_deletes, NULL, "tombstones added", NULL},
+    {"num_merges", (getter)bw_get_merges, NULL, "merge operands added", NULL},
+    {"raw_key_size", (getter)bw_get_raw_key_size, NULL, "sum of key lengths", NULL},
+    {"raw_val_size", (getter)bw_get_raw_val_size, NULL, "sum of value lengths", NULL},
+    {"first_key", (getter)bw_get_first_key, NULL, "key of the first row, or None", NULL},
+    {"first_seq", (getter)bw_get_first_seq, NULL, "seq of the first row, or None", NULL},
+    {"last_key", (getter)bw_get_last_key, NULL, "key of the last row, or None", NULL},
+    {"last_seq", (getter)bw_get_last_seq, NULL, "seq of the last row, or None", NULL},
+    {"open_size", (getter)bw_get_open_size, NULL,
+     "encoded size of the open block (0 when it is empty)", NULL},
+    {"open_rows", (getter)bw_get_open_rows, NULL, "rows in the open block", NULL},
+    {"block_size", (getter)bw_get_block_size, NULL, "target block size", NULL},
+    {"compacted", (getter)bw_get_compacted, NULL,
+     "True: ordering checks and key separators; False: WAL (seq separators)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef bw_methods[] = {
+    {"add", (PyCFunction)bw_add, METH_O,
+     "add(row) -> bool\n\nAdd one row; True if finished blocks are waiting in take_blocks()."},
+    {"add_rows", (PyCFunction)(void (*)(void))bw_add_rows, METH_VARARGS | METH_KEYWORDS,
+     "add_rows(rows, start=0, end=None) -> int\n\n"
+     "Add rows[start:end] in order; returns the number of finished blocks waiting.\n"
+     "A rejected row raises; the rows before it stay added."},
+    {"finish_block", (PyCFunction)bw_finish_block, METH_NOARGS,
+     "finish_block() -> bool\n\nClose the open block if it holds rows."},
+    {"take_blocks", (PyCFunction)bw_take_blocks, METH_NOARGS,
+     "take_blocks() -> list\n\n"
+     "Finished blocks since the last call, as (raw_block, index_key, puts, deletes, merges)."},
+    {"hashes", (PyCFunction)bw_hashes, METH_NOARGS,
+     "hashes() -> bytes\n\nSipHash-1-3 of every row's key so far, native-endian u64."},
+    {"bloom", (PyCFunction)bw_bloom, METH_O,
+     "bloom(bits_per_key) -> bytes\n\nBloom filter data over hashes()."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(bw_doc,
+"BlockWriterV2(block_size, *, compacted=True, want_hashes=False)\n\n"
+"Cuts rows into v2 data blocks with 0.17.0's fit rule and keeps an SST's bookkeeping:\n"
+"ordering checks (compacted), per-block and total stats, first/last key and seq, index\n"
+"keys (key separators when compacted, first seq when not) and, with want_hashes, the\n"
+"SipHash-1-3 of every row's key.");
+
+static PyTypeObject BlockWriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "slatelib._speedups.BlockWriterV2",
+    .tp_basicsize = sizeof(BlockWriterObject),
+    .tp_dealloc = (destructor)bw_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = bw_doc,
+    .tp_methods = bw_methods,
+    .tp_getset = bw_getset,
+    .tp_new = bw_new,
+};
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef module_methods[] = {
+    {"siphash13", py_siphash13, METH_O, siphash13_doc},
+    {"siphash13_many", py_siphash13_many, METH_O, siphash13_many_doc},
+    {"bloom_build", py_bloom_build, METH_VARARGS, bloom_build_doc},
+    {"bloom_check", py_bloom_check, METH_VARARGS, bloom_check_doc},
+    {"decode_block_v2", py_decode_block_v2, METH_O, decode_block_v2_doc},
+    {"decode_block_v1", py_decode_block_v1, METH_O, decode_block_v1_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "slatelib._speedups",
+    .m_doc = "Native hot paths of slatelib's SST codec; slatelib.format.native loads it.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    if (PyType_Ready(&BlockWriterType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&speedups_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&BlockWriterType);
+    if (PyModule_AddObject(m, "BlockWriterV2", (PyObject *)&BlockWriterType) < 0) {
+        Py_DECREF(&BlockWriterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "RESTART_INTERVAL", RESTART_INTERVAL) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,267 @@
+"""Read-only inspection commands and bulk load: manifest, summary, scan, get, sst, ls, load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from slatelib.cli.render import manifest_summary, render_info, render_manifest, render_row
+from slatelib.core.manifest import Manifest
+from slatelib.errors import InvalidArgumentError, ObjectMissingError
+from slatelib.format.sst import parse_sst
+from slatelib.ids import try_parse_ulid, ulid_to_str
+from slatelib.ops.bulk_load import bulk_load
+from slatelib.paths import DbPaths, file_name, normalize_path, parse_compacted_name, parse_wal_name
+from slatelib.reader import DbReader
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.table_store import external_roots
+
+if TYPE_CHECKING:
+    from slatelib.cli.app import Context
+
+
+def _hex_arg(value: str | None, what: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} must be hex, got {value!r}") from None
+
+
+def _open_reader(ctx: Context) -> DbReader:
+    return DbReader.open(
+        ctx.db_path, ctx.store, merge_operator=ctx.args.merge_operator, settings=ctx.settings
+    )
+
+
+def cmd_manifest(ctx: Context) -> None:
+    ms = ManifestStore(ctx.store, ctx.db_path)
+    stored = ms.read(ctx.args.id) if ctx.args.id is not None else ms.read_latest()
+    ctx.emit(render_manifest(stored.value, stored.id))
+
+
+def cmd_summary(ctx: Context) -> None:
+    stored = ManifestStore(ctx.store, ctx.db_path).read_latest()
+    ctx.emit(manifest_summary(stored.value, stored.id))
+
+
+def cmd_scan(ctx: Context) -> None:
+    start = _hex_arg(ctx.args.start, "--start")
+    end = _hex_arg(ctx.args.end, "--end")
+    out = sys.stdout
+    with _open_reader(ctx) as reader:
+        n = 0
+        for k, v in reader.scan(start, end):
+            out.write('{"key": "' + k.hex() + '", "value": "' + v.hex() + '"}\n')
+            n += 1
+            if ctx.args.limit is not None and n >= ctx.args.limit:
+                break
+
+
+def cmd_get(ctx: Context) -> None:
+    key = _hex_arg(ctx.args.key, "HEXKEY")
+    assert key is not None
+    with _open_reader(ctx) as reader:
+        value = reader.get(key)
+    ctx.emit({"key": key.hex(), "value": None if value is None else value.hex()})
+
+
+def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
+    """Object path of an SST argument: a ULID, a WAL id, or a path (db-relative first)."""
+    paths = DbPaths.of(ctx.db_path) if ctx.path is not None else None
+    handle = None
+    ulid = try_parse_ulid(obj.removesuffix(".sst"))
+    if ulid is not None and paths is not None:
+        latest = ManifestStore(ctx.store, paths.root).try_read_latest()
+        if latest is not None:
+            handle = latest.value.sst_map.get(ulid)
+            ext = external_roots(latest.value).get(ulid)
+            if ext is not None:
+                return DbPaths(ext).compacted(ulid), handle
+        return paths.compacted(ulid), handle
+    if obj.isdigit() and paths is not None:
+        return paths.wal(int(obj)), None
+    rel = normalize_path(obj, what="OBJECT", allow_empty=False)
+    if paths is not None and paths.root:
+        candidate = f"{paths.root}/{rel}"
+        try:
+            ctx.store.head(candidate)
+            return candidate, None
+        except ObjectMissingError:
+            pass
+    return rel, None
+
+
+def cmd_sst(ctx: Context) -> None:
+    path, handle = _resolve_sst_object(ctx, ctx.args.object)
+    data = ctx.store.get(path)
+    if not data:
+        ctx.emit({"path": path, "size": 0, "fence": True})
+        return
+    parsed = parse_sst(data, path=path)
+    wal = parsed.info.sst_type == 1
+    rows = parsed.rows() if not ctx.args.no_rows else []
+    limit = ctx.args.limit
+    out: dict[str, Any] = {
+        "path": path,
+        "size": len(data),
+        "footer": {"format_version": parsed.format_version,
+                   "meta_offset": int.from_bytes(data[-10:-2], "big")},
+        "info": render_info(parsed.info, wal=wal),
+        "manifest_info_matches_footer": None if handle is None else handle.info == parsed.info,
+        "index": [
+            {"block": i, "offset": o, "first_key": fk.hex()}
+            for i, (o, fk) in enumerate(zip(parsed.index.offsets, parsed.index.first_keys, strict=True))
+        ],
+        "stats": None if parsed.stats is None else {
+            "num_puts": parsed.stats.num_puts, "num_deletes": parsed.stats.num_deletes,
+            "num_merges": parsed.stats.num_merges, "raw_key_size": parsed.stats.raw_key_size,
+            "raw_val_size": parsed.stats.raw_val_size,
+            "block_stats": [list(b) for b in parsed.stats.block_stats],
+        },
+        "filter": None,
+        "num_rows": len(rows) if not ctx.args.no_rows else None,
+        "rows": [render_row(r) for r in (rows if limit is None else rows[:limit])],
+    }
+    bf = parsed.bloom_filter()
+    if bf is not None:
+        out["filter"] = {"num_probes": bf.num_probes, "bits": len(bf.bits) * 8}
+    ctx.emit(out)
+
+
+def _references(ms: ManifestStore, latest_id: int, latest: Manifest) -> Iterator[tuple[str, str]]:
+    """(object path, reason) for everything the latest manifest and its checkpoints keep."""
+    paths = ms.paths
+    yield ms.path(latest_id), "latest manifest"
+    pinned: list[tuple[str, Manifest]] = [("latest manifest", latest)]
+    for cp in latest.checkpoints:
+        label = f"checkpoint {cp.id}" + (f" ({cp.name})" if cp.name else "")
+        yield ms.path(cp.manifest_id), label
+        got = ms.try_read(cp.manifest_id)
+        if got is not None:
+            pinned.append((label, got.value))
+    for label, m in pinned:
+        ext = external_roots(m)
+        for v in m.l0:
+            yield DbPaths(ext.get(v.sst_id, paths.root)).compacted(v.sst_id), f"{label}: l0 view"
+        for run in m.compacted:
+            for v in run.views:
+                yield (DbPaths(ext.get(v.sst_id, paths.root)).compacted(v.sst_id),
+                       f"{label}: sorted run {run.id}")
+        for seg in m.segments or ():
+            for v in seg.l0:
+                yield paths.compacted(v.sst_id), f"{label}: segment {seg.prefix!r} l0"
+            for run in seg.compacted:
+                for v in run.views:
+                    yield paths.compacted(v.sst_id), f"{label}: segment {seg.prefix!r} run {run.id}"
+
+
+def cmd_ls(ctx: Context) -> None:
+    ms = ManifestStore(ctx.store, ctx.db_path)
+    latest = ms.read_latest()
+    refs: dict[str, list[str]] = {}
+    for path, reason in _references(ms, latest.id, latest.value):
+        refs.setdefault(path, []).append(reason)
+    replay_after = latest.value.replay_after_wal_id
+    root = ms.paths.root
+    for meta in sorted(ctx.store.list(root), key=lambda m: m.path):
+        reasons = list(dict.fromkeys(refs.get(meta.path, [])))
+        name = file_name(meta.path)
+        parent = meta.path[: -len(name) - 1]
+        if parent == ms.paths.wal_dir and (wid := parse_wal_name(name)) is not None:
+            if meta.size == 0:
+                reasons.append("writer fence")
+            if wid > replay_after:
+                reasons.append("WAL to replay (above replay_after_wal_id)")
+        elif parent == ms.paths.gc_dir:
+            reasons.append("gc boundary")
+        elif parent == ms.paths.compacted_dir and parse_compacted_name(name) is None:
+            reasons.append("not an SST name")
+        ctx.emit({
+            "path": meta.path, "size": meta.size, "last_modified_ms": meta.last_modified_ms,
+            "referenced_by": reasons or ["unreferenced"],
+        })
+    for path, reasons in sorted(refs.items()):
+        if root and not path.startswith(root + "/"):
+            ctx.emit({"path": path, "size": None, "external": True,
+                      "referenced_by": list(dict.fromkeys(reasons))})
+
+
+def _read_jsonl(f: IO[str], name: str) -> Iterator[tuple[bytes, bytes]]:
+    for lineno, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            yield bytes.fromhex(obj["key"]), bytes.fromhex(obj["value"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgumentError(
+                f"{name}:{lineno}: expected {{\"key\": \"<hex>\", \"value\": \"<hex>\"}}: {exc}"
+            ) from None
+
+
+def cmd_load(ctx: Context) -> None:
+    name = ctx.args.file
+    if name == "-":
+        report = bulk_load(ctx.db_path, ctx.store, _read_jsonl(sys.stdin, "<stdin>"),
+                           settings=ctx.settings, target_sst_size=ctx.args.sst_size)
+    else:
+        try:
+            f = open(name, encoding="utf-8")
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read {name}: {exc}") from exc
+        with f:
+            report = bulk_load(ctx.db_path, ctx.store, _read_jsonl(f, name),
+                               settings=ctx.settings, target_sst_size=ctx.args.sst_size)
+    ctx.emit({
+        "path": report.path, "rows": report.rows, "input_pairs": report.input_pairs,
+        "ssts": report.ssts, "bytes_written": report.bytes_written,
+        "manifest_id": report.manifest_id, "seconds": round(report.seconds, 3),
+    })
+
+
+def _int_or_size(text: str) -> int:
+    from slatelib.config import parse_size
+
+    return parse_size(text, what="--sst-size")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("manifest", help="print a manifest as JSON (latest by default)")
+    p.add_argument("--id", type=int, help="manifest id")
+    p.set_defaults(func=cmd_manifest)
+
+    p = sub.add_parser("summary", help="print a short summary of the latest manifest")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("scan", help='print {"key": hex, "value": hex} lines in key order')
+    p.add_argument("--start", help="first key (hex, inclusive)")
+    p.add_argument("--end", help="end key (hex, exclusive)")
+    p.add_argument("--limit", type=int, help="stop after this many keys")
+    p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("get", help="print the value of one key")
+    p.add_argument("key", metavar="HEXKEY")
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("sst", help="print an SST's footer, info, index, stats and rows")
+    p.add_argument("object", metavar="OBJECT",
+                   help="SST ULID, WAL id, or object path (relative to the database first)")
+    p.add_argument("--limit", type=int, help="print at most this many rows")
+    p.add_argument("--no-rows", action="store_true", help="skip decoding the rows")
+    p.set_defaults(func=cmd_sst)
+
+    p = sub.add_parser("ls", help="list objects with sizes and what references them")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("load", help="bulk-load JSON lines (scan format) into a new database")
+    p.add_argument("file", metavar="FILE", help="JSON lines file, or - for stdin")
+    p.add_argument("--sst-size", type=_int_or_size, help="target SST size (e.g. 64MiB)")
+    p.set_defaults(func=cmd_load)
+
+
+__all__ = ["register", "ulid_to_str"]

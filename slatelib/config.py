@@ -1,0 +1,281 @@
+"""Settings: frozen dataclasses and the one function that loads them.
+
+Layering (later wins): defaults in this module (mirrored in ``conf/base.toml``), then each
+TOML file passed to :func:`load_settings` in order, then ``SLATELIB_<SECTION>__<KEY>``
+environment variables (e.g. ``SLATELIB_WRITER__FLUSH_INTERVAL=50ms``). Unknown keys are
+errors that name the file (or variable) and the key.
+
+Names and units follow SlateDB 0.17's ``Settings`` where the meaning matches
+(``flush_interval = "100ms"``, ``l0_sst_size_bytes``, ``min_filter_keys``, ...): durations
+are humantime strings ("100ms", "7days 30min 10s") held as float seconds, sizes accept
+integers or strings with a binary unit ("64MiB").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slatelib.errors import InvalidArgumentError
+
+ENV_PREFIX = "SLATELIB_"
+
+_DURATION_UNITS = {
+    "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+    "M": 2630016.0, "month": 2630016.0, "months": 2630016.0,
+    "y": 31557600.0, "year": 31557600.0, "years": 31557600.0,
+}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
+_SIZE_UNITS = {
+    "": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "k": 1024, "m": 1024**2,
+    "g": 1024**3,
+}
+
+
+def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
+    """Seconds in a humantime duration such as ``"7days 30min 10s"`` or ``"100ms"``.
+
+    Plain numbers are seconds.
+
+    Raises:
+        InvalidArgumentError: the text is not a duration.
+    """
+    if isinstance(text, bool):
+        raise InvalidArgumentError(f"{what}: expected a duration, got {text!r}")
+    if isinstance(text, int | float):
+        if text < 0:
+            raise InvalidArgumentError(f"{what}: negative duration {text!r}")
+        return float(text)
+    s = text.strip()
+    if not s:
+        raise InvalidArgumentError(f"{what}: empty duration")
+    try:
+        return float(s) if float(s) >= 0 else _bad_duration(what, text)
+    except ValueError:
+        pass
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if not m or m.end() == pos:
+            _bad_duration(what, text)
+        assert m is not None
+        unit = m.group(2)
+        factor = _DURATION_UNITS.get(unit, _DURATION_UNITS.get(unit.lower()) if unit != "M" else None)
+        if factor is None:
+            raise InvalidArgumentError(f"{what}: unknown duration unit {unit!r} in {text!r}")
+        total += float(m.group(1)) * factor
+        pos = m.end()
+    return total
+
+
+def _bad_duration(what: str, text: object) -> float:
+    raise InvalidArgumentError(
+        f"{what}: cannot parse duration {text!r} (examples: '100ms', '5s', '7days 30min 10s')"
+    )
+
+
+def format_duration(seconds: float) -> str:
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Bytes in ``64MiB``, ``4096``, ``1GB``.
+
+    Raises:
+        InvalidArgumentError: not a size.
+    """
+    if isinstance(text, bool):
+        raise InvalidArgumentError(f"{what}: expected a size, got {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise InvalidArgumentError(f"{what}: negative size {text}")
+        return text
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InvalidArgumentError(f"{what}: cannot parse size {text!r} (examples: 4096, '64MiB')")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+# Field metadata markers.
+DURATION: Mapping[str, Any] = types.MappingProxyType({"kind": "duration"})
+SIZE: Mapping[str, Any] = types.MappingProxyType({"kind": "size"})
+
+
+@dataclass(frozen=True)
+class SstSettings:
+    """Settings that change SST bytes (0.17: ``with_sst_block_size``, ``compression_codec``,
+    ``min_filter_keys``, the bloom filter policy's bits per key)."""
+
+    block_size: int = field(default=4096, metadata=SIZE)
+    compression_codec: str = "none"
+    min_filter_keys: int = 1000
+    filter_bits_per_key: int = 10
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """Read path: prefetch and caching, and the checkpoint protocol of ``DbReader``."""
+
+    manifest_poll_interval: float = field(default=1.0, metadata=DURATION)
+    checkpoint_lifetime: float = field(default=600.0, metadata=DURATION)
+    max_memtable_bytes: int = field(default=64 * 1024 * 1024, metadata=SIZE)
+    prefetch_blocks: int = 8
+    io_threads: int = 8
+    block_cache_bytes: int = field(default=64 * 1024 * 1024, metadata=SIZE)
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """The embedded writer (names as in 0.17 ``Settings``)."""
+
+    flush_interval: float | None = field(default=0.1, metadata=DURATION)
+    l0_sst_size_bytes: int = field(default=64 * 1024 * 1024, metadata=SIZE)
+    l0_max_ssts: int = 8
+    max_unflushed_bytes: int = field(default=1024 * 1024 * 1024, metadata=SIZE)
+    wal_batch_max_bytes: int = field(default=4 * 1024 * 1024, metadata=SIZE)
+    manifest_poll_interval: float = field(default=1.0, metadata=DURATION)
+    default_ttl_millis: int | None = None
+
+
+@dataclass(frozen=True)
+class BulkLoadSettings:
+    target_sst_size: int = field(default=64 * 1024 * 1024, metadata=SIZE)
+    sort_memory_bytes: int = field(default=256 * 1024 * 1024, metadata=SIZE)
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    max_attempts: int = 6
+    base_delay: float = field(default=0.05, metadata=DURATION)
+    max_delay: float = field(default=2.0, metadata=DURATION)
+
+
+@dataclass(frozen=True)
+class Settings:
+    sst: SstSettings = SstSettings()
+    reader: ReaderSettings = ReaderSettings()
+    writer: WriterSettings = WriterSettings()
+    bulk_load: BulkLoadSettings = BulkLoadSettings()
+    retry: RetrySettings = RetrySettings()
+
+
+def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
+    kind = f.metadata.get("kind")
+    hint = f.type if isinstance(f.type, str) else str(f.type)
+    optional = "None" in hint
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none")):
+        if optional:
+            return None
+        raise InvalidArgumentError(f"{where}: may not be null")
+    if kind == "duration":
+        return parse_duration(value, what=where)
+    if kind == "size":
+        return parse_size(value, what=where)
+    if hint.startswith("int"):
+        if isinstance(value, bool):
+            raise InvalidArgumentError(f"{where}: expected an integer, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{where}: expected an integer, got {value!r}") from None
+    if hint.startswith("float"):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{where}: expected a number, got {value!r}") from None
+    if hint.startswith("bool"):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise InvalidArgumentError(f"{where}: expected true or false, got {value!r}")
+    if hint.startswith("str"):
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise InvalidArgumentError(f"{where}: unsupported setting type {hint}")
+
+
+def _section_types(cls: type[Any]) -> dict[str, type[Any]]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _apply(obj: Any, data: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError(f"{where}: expected a table, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    types_ = _section_types(type(obj))
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        f = fields.get(key)
+        if f is None:
+            raise InvalidArgumentError(
+                f"{where}: unknown setting {key!r} (known: {', '.join(sorted(fields))})"
+            )
+        sub = types_[key]
+        if dataclasses.is_dataclass(sub):
+            changes[key] = _apply(getattr(obj, key), value, f"{where}.{key}")
+        else:
+            changes[key] = _coerce(value, f, f"{where}.{key}")
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].partition("__")
+        if section.lower() in ("s3",):  # store credentials are read by slatelib.objstore
+            continue
+        out.setdefault(section.lower(), {})[key.lower()] = value
+    return out
+
+
+def load_settings(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Load settings from TOML files and the environment.
+
+    Raises:
+        InvalidArgumentError: an unknown key, a bad value, or an unreadable file.
+    """
+    settings = Settings()
+    if paths is None:
+        files: list[str | Path] = []
+    elif isinstance(paths, str | Path):
+        files = [paths]
+    else:
+        files = list(paths)
+    for p in files:
+        try:
+            with open(p, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read settings file {p}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgumentError(f"settings file {p} is not valid TOML: {exc}") from exc
+        settings = _apply(settings, data, str(p))
+    env_map = os.environ if env is None else env
+    for section, values in _env_overrides(env_map).items():
+        settings = _apply(settings, {section: values}, "environment (SLATELIB_*)")
+    return settings

@@ -1,0 +1,131 @@
+"""The whole slatelib exception hierarchy.
+
+Only the kinds are API; message text is not. Each kind tells the caller what to do:
+
+    SlateError
+    ├── InvalidArgumentError      fix the call, the path or the config
+    ├── DataError                 persisted state is unreadable or incompatible
+    │   ├── CorruptObjectError    bytes do not decode (truncated, bad flatbuffer, bad block)
+    │   │   └── ChecksumMismatchError
+    │   ├── UnsupportedFormatVersionError
+    │   ├── UnsupportedFeatureError   valid 0.17 data that slatelib does not handle yet
+    │   └── ObjectMissingError
+    │       ├── ManifestMissingError
+    │       └── SstMissingError
+    ├── ConflictError             lost a CAS race: refresh and retry
+    │   ├── AlreadyExistsError    a create-if-absent put found the object there
+    │   └── FencedError           a newer writer/compactor epoch exists: stop, never retry
+    ├── InvalidDbStateError       the database is not in a state that allows this operation
+    ├── UnavailableError          transient storage or network fault: back off and retry
+    ├── StorageError              non-transient storage failure (permission, unsupported op)
+    ├── CommitStateUnknownError   outcome unknown: re-read before any cleanup
+    └── InternalError             a bug in slatelib
+"""
+
+from __future__ import annotations
+
+
+class SlateError(Exception):
+    """Base class of every error slatelib raises on purpose."""
+
+
+class InvalidArgumentError(SlateError, ValueError):
+    """A caller passed something invalid: a bad path, option, key or config value."""
+
+
+class DataError(SlateError):
+    """Persisted state is unreadable or incompatible with this implementation."""
+
+
+class CorruptObjectError(DataError):
+    """An object's bytes do not decode (truncated, malformed flatbuffer, bad block)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class ChecksumMismatchError(CorruptObjectError):
+    """A stored CRC-32 does not match the bytes it covers."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        region: str | None = None,
+        block: int | None = None,
+    ) -> None:
+        self.region = region
+        self.block = block
+        super().__init__(message, path=path)
+
+
+class UnsupportedFormatVersionError(DataError):
+    """A format version byte that 0.17.0 does not know either."""
+
+
+class UnsupportedFeatureError(DataError):
+    """Valid SlateDB data that this version of slatelib refuses to process (e.g. segments)."""
+
+
+class ObjectMissingError(DataError):
+    """An object that must exist does not."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class ManifestMissingError(ObjectMissingError):
+    """No manifest (at all, or with the requested id)."""
+
+
+class SstMissingError(ObjectMissingError):
+    """An SST referenced by a manifest is missing from the store."""
+
+
+class ConflictError(SlateError):
+    """Lost a compare-and-swap race. Refresh state and retry."""
+
+
+class AlreadyExistsError(ConflictError):
+    """A create-if-absent put found an object already at the path."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class FencedError(ConflictError):
+    """A newer writer or compactor owns the database. Never retry."""
+
+
+class InvalidDbStateError(SlateError):
+    """The database state forbids the operation (uninitialized, destroyed, live checkpoints)."""
+
+
+class UnavailableError(SlateError):
+    """A transient storage or network fault. Safe to retry with backoff."""
+
+
+class StorageError(SlateError):
+    """A storage failure that retrying will not fix (permission denied, unsupported op)."""
+
+
+class CommitStateUnknownError(SlateError):
+    """A write's outcome is unknown. Re-read state before any cleanup."""
+
+
+class InternalError(SlateError):
+    """A bug in slatelib."""
+
+
+class MergeOperatorMissingError(InvalidArgumentError):
+    """A key holds merge operands but no merge operator is configured."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        super().__init__(
+            f"key {key.hex()} ({key!r}) has merge operands but no merge operator is configured"
+        )

@@ -1,0 +1,110 @@
+"""The optional C extension ``slatelib._speedups`` (hot paths of the SST codec). Pure.
+
+``speedups`` is the extension module, or None when it is not built (no compiler at install
+time) or when ``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first
+imported** (tests use it in a subprocess to run the pure-Python reference paths).
+``bloom``, ``block`` and ``sst`` pick their implementation once, at import.
+
+The extension's API is typed here as Protocols, so mypy checks every call site without a
+stub file. The reference implementations are ``bloom.siphash13_py``,
+``bloom.build_bloom_from_hashes_py``, ``block.decode_block_v2_py`` / ``decode_block_v1_py``
+and ``block.BlockWriterPy``; ``tests/unit/format/test_native.py`` holds the two to the
+same bytes, rows and errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Protocol, cast
+
+from slatelib.core.row import Row
+
+NO_NATIVE_ENV = "SLATELIB_NO_NATIVE"
+
+# One finished block: (raw block bytes, index key, puts, deletes, merges).
+FinishedBlock = tuple[bytes, bytes, int, int, int]
+
+
+class BlockWriter(Protocol):
+    """What ``SstWriter`` drives: ``_speedups.BlockWriterV2`` or ``block.BlockWriterPy``.
+
+    Rows are cut into blocks with 0.17.0's fit rule; compacted writers check key-ascending,
+    seq-descending order and index blocks by key separator, WAL writers (``compacted=False``)
+    by the block's first seq (spec 7.8). ``add``/``add_rows`` return whether / how many
+    finished blocks wait in :meth:`take_blocks`. A rejected row raises ``ValueError`` (the
+    native writer) or ``InvalidArgumentError`` (the Python one) and leaves the writer as it
+    was before that row.
+    """
+
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def num_puts(self) -> int: ...
+    @property
+    def num_deletes(self) -> int: ...
+    @property
+    def num_merges(self) -> int: ...
+    @property
+    def raw_key_size(self) -> int: ...
+    @property
+    def raw_val_size(self) -> int: ...
+    @property
+    def first_key(self) -> bytes | None: ...
+    @property
+    def first_seq(self) -> int | None: ...
+    @property
+    def last_key(self) -> bytes | None: ...
+    @property
+    def last_seq(self) -> int | None: ...
+    @property
+    def open_size(self) -> int: ...
+    @property
+    def open_rows(self) -> int: ...
+
+    def add(self, row: Row, /) -> bool: ...
+    def add_rows(self, rows: list[Row] | tuple[Row, ...], start: int = 0,
+                 end: int | None = None) -> int: ...
+    def finish_block(self) -> bool: ...
+    def take_blocks(self) -> list[FinishedBlock]: ...
+    def hashes(self) -> bytes: ...
+    def bloom(self, bits_per_key: int, /) -> bytes: ...
+
+
+class BlockWriterFactory(Protocol):
+    def __call__(self, block_size: int, *, compacted: bool = True,
+                 want_hashes: bool = False) -> BlockWriter: ...
+
+
+class Speedups(Protocol):
+    """The functions of ``slatelib/_speedups.c``; each raises ValueError on bad input."""
+
+    BlockWriterV2: BlockWriterFactory
+    RESTART_INTERVAL: int
+
+    def siphash13(self, data: bytes | bytearray | memoryview, /) -> int: ...
+    def siphash13_many(self, keys: list[bytes] | tuple[bytes, ...], /) -> bytes: ...
+    def bloom_build(self, hashes: bytes | bytearray | memoryview | object,
+                    bits_per_key: int, /) -> bytes: ...
+    def bloom_check(self, bits: bytes, num_probes: int, h: int, /) -> bool: ...
+    def decode_block_v2(self, data: bytes | bytearray | memoryview, /) -> list[Row]: ...
+    def decode_block_v1(self, data: bytes | bytearray | memoryview, /) -> list[Row]: ...
+
+
+def native_disabled() -> bool:
+    """True if ``SLATELIB_NO_NATIVE`` asks for the pure-Python implementations."""
+    return os.environ.get(NO_NATIVE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _load() -> Speedups | None:
+    if native_disabled():
+        return None
+    try:
+        module = importlib.import_module("slatelib._speedups")
+    except ImportError:
+        return None
+    return cast(Speedups, module)
+
+
+speedups: Speedups | None = _load()
+HAVE_NATIVE: bool = speedups is not None

@@ -1,0 +1,135 @@
+"""Identifiers: ULIDs (SST, view and compaction ids), UUIDs (checkpoints), numeric ids.
+
+A ULID is kept as a plain ``int`` (the 128-bit value), which is fast to compare and hash;
+its text form is 26 characters of Crockford base32. The top 48 bits are the creation time
+in Unix milliseconds, which SlateDB's GC (RFC-0029) reads as the object's age, so new ULIDs
+must come from the current wall clock.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import NewType
+
+from slatelib.errors import InvalidArgumentError
+
+Ulid = NewType("Ulid", int)
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_DECODE = {c: i for i, c in enumerate(CROCKFORD)}
+_DECODE.update({c.lower(): i for i, c in enumerate(CROCKFORD)})
+ULID_MAX = (1 << 128) - 1
+ID_WIDTH = 20
+
+
+def ulid_to_str(value: int) -> str:
+    """Format a 128-bit ULID as 26 upper-case Crockford base32 characters."""
+    if not 0 <= value <= ULID_MAX:
+        raise InvalidArgumentError(f"ULID out of range: {value}")
+    chars = []
+    v = value
+    for _ in range(26):
+        chars.append(CROCKFORD[v & 31])
+        v >>= 5
+    return "".join(reversed(chars))
+
+
+def ulid_from_str(text: str) -> Ulid:
+    """Parse a 26-character Crockford base32 ULID.
+
+    Raises:
+        InvalidArgumentError: the text is not a valid ULID.
+    """
+    if len(text) != 26:
+        raise InvalidArgumentError(f"not a ULID (length {len(text)}): {text!r}")
+    v = 0
+    for c in text:
+        d = _DECODE.get(c)
+        if d is None:
+            raise InvalidArgumentError(f"not a ULID (bad character {c!r}): {text!r}")
+        v = (v << 5) | d
+    if v > ULID_MAX:
+        raise InvalidArgumentError(f"not a ULID (overflow): {text!r}")
+    return Ulid(v)
+
+
+def try_parse_ulid(text: str) -> Ulid | None:
+    """Parse a ULID, or return None when the text is not one."""
+    try:
+        return ulid_from_str(text)
+    except InvalidArgumentError:
+        return None
+
+
+def ulid_time_ms(value: int) -> int:
+    """The 48-bit millisecond timestamp embedded in a ULID."""
+    return value >> 80
+
+
+def ulid_from_parts(high: int, low: int) -> Ulid:
+    """Join the flatbuffer ``Ulid {high, low}`` halves into one integer."""
+    return Ulid((high << 64) | low)
+
+
+def ulid_parts(value: int) -> tuple[int, int]:
+    """Split a ULID into its flatbuffer ``(high, low)`` u64 halves."""
+    return value >> 64, value & 0xFFFFFFFFFFFFFFFF
+
+
+class UlidGenerator:
+    """Mints ULIDs from a millisecond clock, monotonically increasing per generator.
+
+    Within one millisecond the random part is incremented, as the ULID spec's monotonic
+    mode does, so ids minted by one process sort in creation order.
+    """
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.SystemRandom()
+        self._last = 0
+
+    def new(self, now_ms: int) -> Ulid:
+        if not 0 <= now_ms < (1 << 48):
+            raise InvalidArgumentError(f"timestamp out of ULID range: {now_ms}")
+        candidate = (now_ms << 80) | self._rng.getrandbits(80)
+        if candidate <= self._last:
+            if ulid_time_ms(self._last) >= now_ms and self._last < ULID_MAX:
+                candidate = self._last + 1
+        self._last = candidate
+        return Ulid(candidate)
+
+
+def uuid_from_parts(high: int, low: int) -> uuid.UUID:
+    """Join the flatbuffer ``Uuid {high, low}`` halves (big-endian halves of the UUID)."""
+    return uuid.UUID(int=(high << 64) | low)
+
+
+def uuid_parts(value: uuid.UUID) -> tuple[int, int]:
+    return value.int >> 64, value.int & 0xFFFFFFFFFFFFFFFF
+
+
+def parse_uuid(text: str) -> uuid.UUID:
+    """Parse a checkpoint id.
+
+    Raises:
+        InvalidArgumentError: the text is not a UUID.
+    """
+    try:
+        return uuid.UUID(text)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"not a UUID: {text!r}") from exc
+
+
+def format_id(value: int) -> str:
+    """A u64 id as a 20-digit zero-padded decimal, the form used in object names."""
+    if not 0 <= value < (1 << 64):
+        raise InvalidArgumentError(f"id out of u64 range: {value}")
+    return f"{value:0{ID_WIDTH}d}"
+
+
+def parse_id(text: str) -> int | None:
+    """Parse the numeric stem of a manifest/compactions/WAL object name (text before '.')."""
+    if not text or not text.isdigit() or not text.isascii():
+        return None
+    value = int(text)
+    return value if value < (1 << 64) else None

@@ -1,0 +1,40 @@
+"""The object-store layer: the only code of slatelib that talks to storage.
+
+``open_store(url, **options)`` gives an :class:`ObjectStore`; wrap it in
+:class:`RetryingObjectStore` for production use. :class:`StoreSpec` is the picklable
+description that Spark executors reopen.
+"""
+
+from slatelib.objstore.object_store import (
+    OPS,
+    BytesLike,
+    ObjectMeta,
+    ObjectStore,
+    OpName,
+    check_path,
+    check_prefix,
+)
+from slatelib.objstore.obstore_store import ObstoreObjectStore
+from slatelib.objstore.retrying import RetryingObjectStore, put_if_absent_unique
+from slatelib.objstore.spec import StoreSpec
+from slatelib.objstore.url import open_raw_store, open_store, reset_memory_stores, split_db_url
+from slatelib.paths import FORBIDDEN_PATH_CHARS
+
+__all__ = [
+    "FORBIDDEN_PATH_CHARS",
+    "OPS",
+    "BytesLike",
+    "ObjectMeta",
+    "ObjectStore",
+    "ObstoreObjectStore",
+    "OpName",
+    "RetryingObjectStore",
+    "StoreSpec",
+    "check_path",
+    "check_prefix",
+    "open_raw_store",
+    "open_store",
+    "put_if_absent_unique",
+    "reset_memory_stores",
+    "split_db_url",
+]

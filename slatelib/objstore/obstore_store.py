@@ -1,0 +1,386 @@
+"""ObjectStore over obstore (Rust ``object_store``): memory, local file system, S3, GCS, Azure.
+
+This is the only module that calls obstore. Every exception is translated at this boundary
+by :func:`slatelib.objstore.obstore_errors.map_error`.
+
+Backend notes (obstore 0.12, checked by the tests):
+
+- ``put_if_absent`` uses ``PutMode.Create`` (S3 ``If-None-Match: *``; a hard link on the
+  local file system; a locked map in memory), so it is atomic everywhere.
+- ``put_if_match`` with an ETag uses ``PutMode.Update`` (S3 ``If-Match``): memory and S3
+  support it; the local file system does not (``StorageError``).
+- Conditional puts go through ``cas_store``, a second client of the same bucket whose
+  built-in retries are off (see :func:`slatelib.objstore.url.open_store`): a create that
+  object_store retried internally after a lost response would come back as a spurious
+  "already exists" that no caller could tell from a lost race. Surfacing the transient
+  error instead lets ``RetryingObjectStore`` resolve it.
+- obstore refuses a range that starts at or after the end of the object, and its
+  ``get_ranges`` *panics* (pyo3 ``PanicException``) when one of the ranges it coalesced
+  does. Ranges are therefore coalesced here (:mod:`slatelib.objstore.byte_ranges`) and
+  sent with ``coalesce=0``; when a ranged read fails and one HEAD shows that a range
+  starts past the end, the read is answered with the bytes that exist.
+- Listing order: memory, S3, GCS and Azure list in lexicographic order and are streamed
+  (the order is checked as it streams); the local file system lists in directory order,
+  so its listing is collected and sorted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import obstore
+
+from slatelib.errors import (
+    InvalidArgumentError,
+    ObjectMissingError,
+    SlateError,
+    StorageError,
+)
+from slatelib.objstore.byte_ranges import (
+    ByteRange,
+    check_ranges,
+    clamp_ranges,
+    plan_spans,
+    slice_spans,
+)
+from slatelib.objstore.object_store import (
+    BytesLike,
+    ObjectMeta,
+    check_data,
+    check_path,
+    check_prefix,
+)
+from slatelib.objstore.obstore_errors import Op, is_missing_container, is_panic, map_error
+from slatelib.objstore.spec import StoreSpec
+
+if TYPE_CHECKING:
+    from obstore import ObjectMeta as ObsMeta
+    from obstore import PutMode
+    from obstore.store import ObjectStore as ObsStore
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+DEFAULT_COALESCE_BYTES = 1024 * 1024
+DEFAULT_LIST_CHUNK = 1000
+DEFAULT_DELETE_BATCH = 1000
+
+
+def to_unix_ms(when: datetime) -> int:
+    """Unix milliseconds of a datetime (naive values are taken as UTC)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - _EPOCH) // _MS
+
+
+class ObstoreObjectStore:
+    """:class:`~slatelib.objstore.object_store.ObjectStore` over an obstore store.
+
+    Args:
+        store: obstore store used for every operation but conditional puts.
+        spec: how to reopen this store (its ``url`` is used in messages).
+        cas_store: store used for ``put_if_absent``/``put_if_match`` (default ``store``).
+        root: path prefix applied inside ``store`` (for backends without a native one).
+        sorted_listing: the backend lists in lexicographic order (False: sort here).
+        coalesce_bytes: ranges closer than this are fetched with one request.
+    """
+
+    def __init__(
+        self,
+        store: ObsStore,
+        *,
+        spec: StoreSpec,
+        cas_store: ObsStore | None = None,
+        root: str = "",
+        sorted_listing: bool = True,
+        coalesce_bytes: int = DEFAULT_COALESCE_BYTES,
+        list_chunk_size: int = DEFAULT_LIST_CHUNK,
+        delete_batch_size: int = DEFAULT_DELETE_BATCH,
+    ) -> None:
+        self._store = store
+        self._cas_store = cas_store if cas_store is not None else store
+        self._spec = spec
+        self._root = check_prefix(root, what="store root")
+        self._sorted_listing = sorted_listing
+        self._coalesce = coalesce_bytes
+        self._list_chunk = list_chunk_size
+        self._delete_batch = delete_batch_size
+
+    @property
+    def spec(self) -> StoreSpec:
+        return self._spec
+
+    @property
+    def url(self) -> str:
+        return self._spec.url
+
+    def __repr__(self) -> str:
+        return f"ObstoreObjectStore({self.url!r})"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _mapped(self, op: Op, path: str) -> Iterator[None]:
+        try:
+            yield
+        except SlateError:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, Exception) or is_panic(exc):
+                raise map_error(exc, op=op, path=path, url=self.url) from exc
+            raise
+
+    def _loc(self, path: str) -> str:
+        return f"{self._root}/{path}" if self._root else path
+
+    def _meta(self, raw: ObsMeta) -> ObjectMeta:
+        location = raw["path"]
+        if self._root:
+            location = location[len(self._root) + 1 :]
+        return ObjectMeta(
+            path=location,
+            size=raw["size"],
+            last_modified_ms=to_unix_ms(raw["last_modified"]),
+            e_tag=raw.get("e_tag"),
+            version=raw.get("version"),
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get(self, path: str) -> bytes:
+        """See :meth:`ObjectStore.get`.
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+        """
+        p = check_path(path)
+        with self._mapped("get", p):
+            return bytes(obstore.get(self._store, self._loc(p)).bytes())
+
+    def get_with_meta(self, path: str) -> tuple[bytes, ObjectMeta]:
+        """See :meth:`ObjectStore.get_with_meta`.
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+        """
+        p = check_path(path)
+        with self._mapped("get_with_meta", p):
+            result = obstore.get(self._store, self._loc(p))
+            data = bytes(result.bytes())
+            raw = result.meta
+        return data, self._meta(raw)
+
+    def head(self, path: str) -> ObjectMeta:
+        """See :meth:`ObjectStore.head`.
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+        """
+        p = check_path(path)
+        with self._mapped("head", p):
+            raw = obstore.head(self._store, self._loc(p))
+        return self._meta(raw)
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        """See :meth:`ObjectStore.get_range` (short read past the end of the object).
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+            InvalidArgumentError: ``start < 0`` or ``end < start``.
+        """
+        return self._read_ranges("get_range", check_path(path), [(start, end)])[0]
+
+    def get_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """See :meth:`ObjectStore.get_ranges` (short reads past the end of the object).
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+            InvalidArgumentError: a range has ``start < 0`` or ``end < start``.
+        """
+        return self._read_ranges("get_ranges", check_path(path), ranges)
+
+    def _read_ranges(self, op: Op, p: str, ranges: Iterable[ByteRange]) -> list[bytes]:
+        wanted = check_ranges(ranges)
+        if not wanted:
+            return []
+        if all(end == start for start, end in wanted):
+            self.head(p)  # an empty read still reports a missing object
+            return [b""] * len(wanted)
+        try:
+            with self._mapped(op, p):
+                return self._fetch(p, wanted, None)
+        except SlateError as err:
+            if isinstance(err, ObjectMissingError | InvalidArgumentError):
+                raise
+            size = self._size_or_none(p)
+            if size is None or all(start < size for start, end in wanted if end > start):
+                raise
+            with self._mapped(op, p):
+                return self._fetch(p, wanted, size)
+
+    def _size_or_none(self, p: str) -> int | None:
+        try:
+            return self.head(p).size
+        except ObjectMissingError:
+            raise
+        except SlateError:
+            return None
+
+    def _fetch(self, p: str, ranges: list[ByteRange], size: int | None) -> list[bytes]:
+        if size is not None:
+            ranges = clamp_ranges(ranges, size)
+        spans = plan_spans(ranges, self._coalesce)
+        if not spans:
+            return [b""] * len(ranges)
+        buffers = obstore.get_ranges(
+            self._store,
+            self._loc(p),
+            starts=[s for s, _ in spans],
+            ends=[e for _, e in spans],
+            coalesce=0,  # already coalesced: obstore's own merging can panic past the end
+        )
+        return slice_spans(ranges, spans, [memoryview(b) for b in buffers])
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def put(self, path: str, data: BytesLike) -> None:
+        """See :meth:`ObjectStore.put`.
+
+        Raises:
+            StorageError: e.g. missing bucket, access denied.
+        """
+        p = check_path(path)
+        payload = check_data(data)
+        with self._mapped("put", p):
+            obstore.put(self._store, self._loc(p), payload)
+
+    def put_if_absent(self, path: str, data: BytesLike) -> None:
+        """See :meth:`ObjectStore.put_if_absent`.
+
+        Raises:
+            AlreadyExistsError: an object already exists at ``path``.
+        """
+        p = check_path(path)
+        payload = check_data(data)
+        with self._mapped("put_if_absent", p):
+            obstore.put(self._cas_store, self._loc(p), payload, mode="create")
+
+    def put_if_match(self, path: str, data: BytesLike, e_tag: str | None) -> str | None:
+        """See :meth:`ObjectStore.put_if_match`.
+
+        Raises:
+            ConflictError: ETag mismatch or missing object (``AlreadyExistsError`` when
+                ``e_tag`` is None and the object exists).
+            StorageError: the backend (local file system) cannot do conditional updates.
+        """
+        p = check_path(path)
+        payload = check_data(data)
+        if e_tag is not None and (not isinstance(e_tag, str) or not e_tag):
+            raise InvalidArgumentError(f"e_tag must be a non-empty string or None: {e_tag!r}")
+        mode: PutMode = "create" if e_tag is None else {"e_tag": e_tag}
+        with self._mapped("put_if_match", p):
+            result = obstore.put(self._cas_store, self._loc(p), payload, mode=mode)
+        return result["e_tag"]
+
+    def delete(self, path: str) -> None:
+        """See :meth:`ObjectStore.delete` (idempotent).
+
+        Raises:
+            StorageError: e.g. missing bucket, access denied.
+        """
+        p = check_path(path)
+        with self._mapped("delete", p):
+            self._delete_locs([self._loc(p)])
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        """See :meth:`ObjectStore.delete_many` (idempotent, batched).
+
+        Raises:
+            InvalidArgumentError: a path is invalid (nothing was deleted).
+            StorageError: e.g. missing bucket, access denied.
+        """
+        if isinstance(paths, str):
+            raise InvalidArgumentError("delete_many takes an iterable of paths, not a str")
+        checked = list(dict.fromkeys(check_path(p) for p in paths))
+        for i in range(0, len(checked), self._delete_batch):
+            batch = checked[i : i + self._delete_batch]
+            with self._mapped("delete_many", batch[0]):
+                self._delete_locs([self._loc(p) for p in batch])
+
+    def _delete_locs(self, locs: list[str]) -> None:
+        try:
+            obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
+        except FileNotFoundError as exc:
+            # Local and some remote stores refuse to delete a missing object; a batch may
+            # stop at the first one, so finish the batch one object at a time.
+            if is_missing_container(exc):
+                raise
+            for loc in locs:
+                try:
+                    obstore.delete(self._store, loc)
+                except FileNotFoundError as one:
+                    if is_missing_container(one):
+                        raise
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, end_before: str | None = None
+    ) -> Iterator[ObjectMeta]:
+        """See :meth:`ObjectStore.list` (directory prefix, sorted, bounds exclusive).
+
+        Raises:
+            InvalidArgumentError: invalid prefix or bound.
+        """
+        pre = check_prefix(prefix)
+        for name, bound in (("start_after", start_after), ("end_before", end_before)):
+            if bound is not None and not isinstance(bound, str):
+                raise InvalidArgumentError(f"{name} must be a string or None: {bound!r}")
+        return self._list(pre, start_after, end_before)
+
+    def _list(
+        self, pre: str, start_after: str | None, end_before: str | None
+    ) -> Iterator[ObjectMeta]:
+        offset = None
+        if start_after is not None:
+            floor = _offset_floor(start_after)
+            offset = self._loc(floor) if floor else None
+        full_prefix = "/".join(x for x in (self._root, pre) if x)
+        under = pre + "/" if pre else ""
+        with self._mapped("list", pre):
+            stream = obstore.list(
+                self._store, full_prefix or None, offset=offset, chunk_size=self._list_chunk
+            )
+            metas: Iterator[ObjectMeta] = (self._meta(raw) for chunk in stream for raw in chunk)
+            if not self._sorted_listing:
+                metas = iter(sorted(metas, key=lambda m: m.path))
+            last: str | None = None
+            for meta in metas:
+                if last is not None and meta.path <= last:
+                    raise StorageError(
+                        f"{self.url}: list {pre!r}: backend returned {meta.path!r} after "
+                        f"{last!r}; it does not list in lexicographic order"
+                    )
+                last = meta.path
+                if not meta.path.startswith(under):
+                    continue
+                if start_after is not None and meta.path <= start_after:
+                    continue
+                if end_before is not None and meta.path >= end_before:
+                    return
+                yield meta
+
+
+def _offset_floor(bound: str) -> str | None:
+    """The longest valid object path that is a prefix of ``bound`` (so ``<= bound``), to
+    let the backend skip ahead; the exact ``> bound`` filter is applied afterwards."""
+    for cut in range(len(bound), 0, -1):
+        candidate = bound[:cut].rstrip("/")
+        try:
+            return check_path(candidate) if candidate else None
+        except InvalidArgumentError:
+            continue
+    return None

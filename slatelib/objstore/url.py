@@ -1,0 +1,311 @@
+"""Store URLs: ``open_store`` and ``split_db_url``.
+
+Supported URLs (the path part follows the object-path rules of
+:func:`slatelib.objstore.object_store.check_path`; no query, fragment, user or port):
+
+``file:///dir``
+    A local directory, created if missing; object paths are relative to it.
+    ``file:///`` is the file-system root. Takes no options.
+``memory:///`` and ``memory://name/``
+    Process-wide in-memory stores: every ``open_store`` of the same name in one process
+    sees the same objects (``memory:///`` is the store named ``""``).
+    :func:`reset_memory_stores` forgets them. Takes no options.
+``s3://bucket[/prefix]``
+    Amazon S3 or an S3-compatible service. Each option falls back to the first of these
+    environment variables that is set:
+
+    - ``endpoint``: ``SLATELIB_S3_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
+      ``AWS_ENDPOINT``
+    - ``region``: ``SLATELIB_S3_REGION``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``
+    - ``allow_http`` (for an ``http://`` endpoint such as moto): ``SLATELIB_S3_ALLOW_HTTP``,
+      ``AWS_ALLOW_HTTP``
+    - ``virtual_hosted_style_request`` (default: path style):
+      ``SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST``, ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``
+    - ``access_key_id``, ``secret_access_key``, ``session_token``:
+      ``SLATELIB_S3_ACCESS_KEY_ID``, ``SLATELIB_S3_SECRET_ACCESS_KEY``,
+      ``SLATELIB_S3_SESSION_TOKEN``
+
+    Credentials are taken as a group from the first source that sets ``access_key_id``
+    (options, then ``SLATELIB_S3_*``) and then nothing else is consulted; without them,
+    obstore's own AWS chain applies (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+    ``AWS_SESSION_TOKEN``, web identity, ECS and EC2 metadata). Also accepted:
+    ``timeout``, ``connect_timeout`` (durations such as ``"30s"``),
+    ``allow_invalid_certificates``, ``max_retries`` and ``retry_timeout_s`` (obstore's
+    built-in retries of everything but conditional puts; default 10 retries within
+    3 minutes) and any other obstore ``S3Config`` key (``conditional_put``,
+    ``request_payer``, ``skip_signature``...). Conditional puts use a second client with
+    built-in retries off (see :mod:`slatelib.objstore.obstore_store`).
+``gs://bucket[/prefix]``, ``az://container[/prefix]``
+    Passed to obstore's ``from_url`` with the options as its config (and obstore's
+    ``GOOGLE_*``/``AZURE_*`` environment variables). Not covered by slatelib's tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from obstore.store import LocalStore, MemoryStore, S3Store, from_url
+
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.objstore.object_store import ObjectStore, check_prefix
+from slatelib.objstore.obstore_errors import map_error
+from slatelib.objstore.obstore_store import ObstoreObjectStore
+from slatelib.objstore.spec import OptionValue, StoreSpec, option_to_str
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Credential
+
+SCHEMES = ("file", "memory", "s3", "gs", "az")
+
+S3_ENV: dict[str, tuple[str, ...]] = {
+    "endpoint": ("SLATELIB_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
+    "region": ("SLATELIB_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+    "allow_http": ("SLATELIB_S3_ALLOW_HTTP", "AWS_ALLOW_HTTP"),
+    "virtual_hosted_style_request": (
+        "SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+    ),
+}
+"""Non-credential S3 options and the environment variables they fall back to, in order."""
+
+S3_CREDENTIAL_ENV = {
+    "access_key_id": "SLATELIB_S3_ACCESS_KEY_ID",
+    "secret_access_key": "SLATELIB_S3_SECRET_ACCESS_KEY",
+    "session_token": "SLATELIB_S3_SESSION_TOKEN",
+}
+
+_CLIENT_BOOL = ("allow_http", "allow_invalid_certificates")
+_CLIENT_STR = ("timeout", "connect_timeout")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_MEMORY_NAME = re.compile(r"[A-Za-z0-9._-]*")
+
+_memory_lock = threading.Lock()
+_memory_stores: dict[str, MemoryStore] = {}
+
+
+def reset_memory_stores() -> None:
+    """Forget every ``memory://`` store of this process (for tests)."""
+    with _memory_lock:
+        _memory_stores.clear()
+
+
+def _parse(url: str, what: str) -> tuple[str, str, str]:
+    if not isinstance(url, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(url).__name__}")
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in SCHEMES:
+        raise InvalidArgumentError(
+            f"{what} {url!r}: unknown or missing scheme (expected one of "
+            f"{', '.join(s + '://' for s in SCHEMES)})"
+        )
+    if "?" in rest or "#" in rest:
+        raise InvalidArgumentError(f"{what} {url!r} must not have a query or fragment")
+    host, _, path = rest.partition("/")
+    if scheme == "file" and host:
+        raise InvalidArgumentError(f"{what} {url!r}: file URLs take no host (use file:///dir)")
+    if scheme == "memory" and not _MEMORY_NAME.fullmatch(host):
+        raise InvalidArgumentError(f"{what} {url!r}: bad memory store name {host!r}")
+    if scheme in ("s3", "gs", "az") and not _HOST.fullmatch(host):
+        raise InvalidArgumentError(f"{what} {url!r}: missing or invalid bucket {host!r}")
+    return scheme, host, check_prefix(path, what=f"path of {what} {url!r}")
+
+
+def _root_url(scheme: str, host: str) -> str:
+    if scheme == "file" or (scheme == "memory" and not host):
+        return f"{scheme}:///"
+    return f"{scheme}://{host}"
+
+
+def _join_url(root: str, path: str) -> str:
+    if not path:
+        return root
+    return root + path if root.endswith("/") else f"{root}/{path}"
+
+
+def split_db_url(url: str) -> tuple[str, str]:
+    """Split a database URL into the URL of its store root and the database path in it.
+
+    ``"file:///a/b/db"`` gives ``("file:///", "a/b/db")``, ``"s3://bucket/a/db"`` gives
+    ``("s3://bucket", "a/db")``, ``"memory:///x/db"`` gives ``("memory:///", "x/db")`` and
+    ``"memory://name/x"`` gives ``("memory://name", "x")``.
+
+    Raises:
+        InvalidArgumentError: unknown scheme, malformed URL, invalid or empty path.
+    """
+    scheme, host, path = _parse(url, "database url")
+    if not path:
+        raise InvalidArgumentError(f"database url {url!r} has no database path")
+    return _root_url(scheme, host), path
+
+
+DEFAULT_ATTEMPTS = 5
+
+
+def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS, **options: OptionValue) -> ObjectStore:
+    """Open the store rooted at ``url``, ready for production use: transient failures are
+    retried up to ``attempts`` times with backoff (:class:`RetryingObjectStore`), and a
+    conditional put whose outcome stays unknown raises ``CommitStateUnknownError`` rather
+    than guessing from content (callers with unique payloads resolve it with
+    :func:`slatelib.objstore.put_if_absent_unique`). ``attempts=1`` gives the bare adapter.
+
+    Raises:
+        InvalidArgumentError: unknown scheme, malformed URL or path, unknown or malformed
+            option.
+        StorageError: the store cannot be created (e.g. the local root is a file).
+    """
+    return with_retries(open_raw_store(url, **options), attempts)
+
+
+def with_retries(raw: ObjectStore, attempts: int = DEFAULT_ATTEMPTS) -> ObjectStore:
+    """Wrap a bare store in the production retry policy of :func:`open_store`."""
+    if attempts <= 1:
+        return raw
+    from slatelib.objstore.retrying import RetryingObjectStore
+
+    return RetryingObjectStore(raw, max_attempts=attempts, resolve_by_content=False)
+
+
+def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
+    """Open the bare obstore adapter for ``url`` (no retries; see :func:`open_store`).
+
+    Raises:
+        InvalidArgumentError: unknown scheme, malformed URL or path, unknown or malformed
+            option.
+        StorageError: the store cannot be created (e.g. the local root is a file).
+    """
+    scheme, host, path = _parse(url, "store url")
+    opts = {k: option_to_str(k, v) for k, v in options.items()}
+    spec = StoreSpec.of(_join_url(_root_url(scheme, host), path), opts)
+    if scheme in ("file", "memory") and opts:
+        raise InvalidArgumentError(f"{scheme}:// stores take no options, got {sorted(opts)}")
+    try:
+        if scheme == "file":
+            local = LocalStore("/" + path, mkdir=True)
+            return ObstoreObjectStore(local, spec=spec, sorted_listing=False)
+        if scheme == "memory":
+            return ObstoreObjectStore(_memory_store(host), spec=spec, root=path)
+        if scheme == "s3":
+            return _open_s3(host, path, opts, spec)
+        return _open_from_url(spec.url, opts, spec)
+    except SlateError:
+        raise
+    except Exception as exc:
+        raise map_error(exc, op="open", path=path, url=spec.url) from exc
+
+
+def _memory_store(name: str) -> MemoryStore:
+    with _memory_lock:
+        store = _memory_stores.get(name)
+        if store is None:
+            store = _memory_stores[name] = MemoryStore()
+        return store
+
+
+def _as_bool(key: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off", ""):
+        return False
+    raise InvalidArgumentError(f"store option {key!r} must be a boolean, got {value!r}")
+
+
+def _split_client_options(opts: dict[str, str]) -> tuple[ClientConfig, RetryConfig]:
+    """Pop the HTTP-client and retry options out of ``opts``."""
+    client: ClientConfig = {}
+    for key in _CLIENT_BOOL:
+        if key in opts:
+            client[key] = _as_bool(key, opts.pop(key))  # type: ignore[literal-required]
+    for key in _CLIENT_STR:
+        if key in opts:
+            client[key] = opts.pop(key)  # type: ignore[literal-required]
+    retry: RetryConfig = {}
+    if "max_retries" in opts:
+        raw = opts.pop("max_retries")
+        if not raw.isdigit():
+            raise InvalidArgumentError(f"store option 'max_retries' must be >= 0, got {raw!r}")
+        retry["max_retries"] = int(raw)
+    if "retry_timeout_s" in opts:
+        raw = opts.pop("retry_timeout_s")
+        try:
+            retry["retry_timeout"] = timedelta(seconds=float(raw))
+        except ValueError:
+            raise InvalidArgumentError(f"bad store option retry_timeout_s={raw!r}") from None
+    return client, retry
+
+
+def resolve_s3_options(
+    options: Mapping[str, str], environ: Mapping[str, str]
+) -> tuple[dict[str, str], tuple[str, str, str | None] | None]:
+    """S3 settings after the environment fallbacks: ``(config, credentials)``.
+
+    ``config`` holds every option (credential keys removed) with the non-credential keys
+    of :data:`S3_ENV` filled from the environment; ``credentials`` is
+    ``(access_key_id, secret_access_key, session_token)`` from the options or the
+    ``SLATELIB_S3_*`` variables, or None to let obstore's AWS chain decide.
+
+    Raises:
+        InvalidArgumentError: an access key id without a secret (or the reverse).
+    """
+    config = {k: v for k, v in options.items() if k not in S3_CREDENTIAL_ENV}
+    for key, names in S3_ENV.items():
+        if key not in config:
+            found = next((environ[n] for n in names if environ.get(n)), None)
+            if found is not None:
+                config[key] = found
+    sources: list[Mapping[str, str | None]] = [
+        {k: options.get(k) for k in S3_CREDENTIAL_ENV},
+        {k: environ.get(n) for k, n in S3_CREDENTIAL_ENV.items()},
+    ]
+    for source in sources:
+        key_id, secret = source["access_key_id"], source["secret_access_key"]
+        if key_id or secret:
+            if not (key_id and secret):
+                raise InvalidArgumentError(
+                    "S3 access_key_id and secret_access_key must be given together"
+                )
+            return config, (key_id, secret, source["session_token"] or None)
+    return config, None
+
+
+def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Credential]:
+    value: S3Credential = {
+        "access_key_id": creds[0],
+        "secret_access_key": creds[1],
+        "token": creds[2],
+        "expires_at": None,
+    }
+    return lambda: value
+
+
+def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec) -> ObjectStore:
+    config, creds = resolve_s3_options(opts, os.environ)
+    client, retry = _split_client_options(config)
+    provider = _static_credentials(creds) if creds else None
+    kwargs: dict[str, Any] = dict(config)
+
+    def build(retry_config: RetryConfig) -> S3Store:
+        return S3Store(
+            bucket,
+            prefix=prefix or None,
+            client_options=client,
+            retry_config=retry_config,
+            credential_provider=provider,
+            **kwargs,
+        )
+
+    return ObstoreObjectStore(build(retry), spec=spec, cas_store=build({**retry, "max_retries": 0}))
+
+
+def _open_from_url(url: str, opts: dict[str, str], spec: StoreSpec) -> ObjectStore:
+    config = dict(opts)
+    client, retry = _split_client_options(config)
+    kwargs: dict[str, Any] = dict(config)
+    store = from_url(url, client_options=client, retry_config=retry, **kwargs)
+    cas = from_url(url, client_options=client, retry_config={**retry, "max_retries": 0}, **kwargs)
+    return ObstoreObjectStore(store, spec=spec, cas_store=cas)

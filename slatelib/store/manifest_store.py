@@ -1,0 +1,33 @@
+"""Manifest versions of one database (spec 3 and 5) over a :class:`SequencedStore`."""
+
+from __future__ import annotations
+
+from slatelib.core.manifest import Manifest
+from slatelib.errors import ManifestMissingError
+from slatelib.format.manifest_codec import decode_manifest, encode_manifest
+from slatelib.objstore import ObjectStore
+from slatelib.paths import MANIFEST_EXT, DbPaths
+from slatelib.store.sequenced import SequencedStore, Versioned
+
+StoredManifest = Versioned[Manifest]
+
+
+class ManifestStore(SequencedStore[Manifest]):
+    """``<root>/manifest/<id>.manifest`` with ``<root>/gc/manifest.boundary``."""
+
+    def __init__(self, store: ObjectStore, root: str) -> None:
+        self.paths = DbPaths.of(root)
+        super().__init__(
+            store,
+            self.paths.manifest_dir,
+            MANIFEST_EXT,
+            self.paths.manifest_boundary,
+            decode_manifest,
+            encode_manifest,
+            missing_error=ManifestMissingError,
+            kind="manifest",
+        )
+
+    @property
+    def root(self) -> str:
+        return self.paths.root

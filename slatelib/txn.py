@@ -1,0 +1,94 @@
+"""Read-modify-write of sequenced objects: refresh -> mutate -> write_next -> retry.
+
+This is the one place that retries :class:`ConflictError`. :class:`FencedError` (a newer
+writer or compactor epoch) is never retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import TypeVar
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.core.manifest import Manifest
+from slatelib.errors import (
+    CommitStateUnknownError,
+    ConflictError,
+    FencedError,
+    InvalidArgumentError,
+    SlateError,
+)
+from slatelib.store.sequenced import SequencedStore, Versioned
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 64
+_BASE_DELAY_S = 0.01
+_MAX_DELAY_S = 1.0
+
+
+def update_versioned(
+    store: SequencedStore[T],
+    mutate: Callable[[Versioned[T]], T | None],
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    clock: Clock = SYSTEM_CLOCK,
+    rng: random.Random | None = None,
+    current: Versioned[T] | None = None,
+) -> Versioned[T]:
+    """Apply ``mutate`` to the latest version and write it as the next id, retrying on
+    conflicts with exponential backoff and jitter.
+
+    ``mutate`` returns the new value, or None when nothing needs writing (the current
+    version is then returned). It may raise :class:`FencedError` to stop. It must be
+    idempotent: when a write's outcome is unknown (a lost response), the loop re-reads the
+    latest version and calls ``mutate`` again, which must then see its change already
+    applied and return None (or apply it again, for changes such as epoch claims where
+    re-applying is the safe answer).
+
+    Raises:
+        FencedError: raised by ``mutate``; never retried.
+        ConflictError: still conflicting after ``max_attempts``.
+    """
+    if max_attempts < 1:
+        raise InvalidArgumentError("max_attempts must be at least 1")
+    rnd = rng or random.Random()
+    delay = _BASE_DELAY_S
+    last_exc: SlateError | None = None
+    for attempt in range(max_attempts):
+        cur = current if (attempt == 0 and current is not None) else store.read_latest()
+        new_value = mutate(cur)
+        if new_value is None:
+            return cur
+        try:
+            return store.write(cur.id + 1, new_value)
+        except FencedError:
+            raise
+        except (ConflictError, CommitStateUnknownError) as exc:
+            last_exc = exc
+            log.info("cas %s, retrying [attempt=%d, id=%d]",
+                     "conflict" if isinstance(exc, ConflictError) else "outcome unknown",
+                     attempt + 1, cur.id + 1)
+            clock.sleep(rnd.uniform(0, delay))
+            delay = min(delay * 2, _MAX_DELAY_S)
+    raise ConflictError(f"gave up after {max_attempts} conflicting attempts") from last_exc
+
+
+def check_writer_epoch(manifest: Manifest, epoch: int) -> None:
+    """Raise :class:`FencedError` when a newer writer owns the database."""
+    if manifest.writer_epoch > epoch:
+        raise FencedError(
+            f"fenced: writer epoch {manifest.writer_epoch} in the manifest is newer than ours ({epoch})"
+        )
+
+
+def check_compactor_epoch(manifest: Manifest, epoch: int) -> None:
+    """Raise :class:`FencedError` when a newer compactor owns the database."""
+    if manifest.compactor_epoch > epoch:
+        raise FencedError(
+            f"fenced: compactor epoch {manifest.compactor_epoch} in the manifest is newer than ours ({epoch})"
+        )

@@ -1,0 +1,287 @@
+"""An S3 endpoint for the integration tests: moto's S3 in a subprocess on 127.0.0.1.
+
+Imported by ``tests/conftest.py`` (fixtures ``moto_endpoint`` and ``s3_bucket``); run as a
+script it *is* the server: moto's own WSGI application (what ``moto_server`` serves) with
+three test-only changes:
+
+- Object writes (PUT, POST, DELETE) are applied one at a time. moto checks
+  ``If-None-Match``/``If-Match`` and then stores the object in two separate steps on a
+  threaded server, so two racing conditional PUTs could in principle both pass the check.
+  Real S3 makes the check and the write atomic; the lock restores that (bodies are read
+  before the lock is taken, so uploads still overlap).
+- ``POST /_slatelib/seed`` with JSON ``{"bucket": ..., "keys": [...], "data": "..."}``
+  stores many objects directly in moto's backend. moto answers about 550 PUTs per second
+  whatever the client concurrency (it is bound by one Python process), so 100k objects
+  through HTTP would take three minutes; listings of seeded objects go through the normal
+  S3 API.
+- ListObjectsV2 without a delimiter is answered from a sorted index of the bucket's keys
+  (rebuilt after any write) instead of moto's scan-and-sort of the whole bucket for every
+  1000-key page, which made one listing of 100k objects take 35 s. Results, order,
+  ``start-after`` and continuation tokens are the same as moto's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slatelib.objstore import ObjectStore
+
+REGION = "us-east-1"
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+SEED_PATH = "/_slatelib/seed"
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """A fresh bucket on the test server, with what ``open_raw_store`` needs to reach it."""
+
+    name: str
+    endpoint: str
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}"
+
+    @property
+    def options(self) -> dict[str, str | bool]:
+        return {
+            "endpoint": self.endpoint,
+            "region": REGION,
+            "access_key_id": ACCESS_KEY,
+            "secret_access_key": SECRET_KEY,
+            "allow_http": True,
+        }
+
+    def open(self, prefix: str = "") -> ObjectStore:
+        """An ObjectStore rooted at the bucket (or at ``prefix`` inside it)."""
+        from slatelib.objstore import open_raw_store
+
+        url = f"{self.url}/{prefix}" if prefix else self.url
+        return open_raw_store(url, **self.options)
+
+    def seed(self, keys: list[str], data: bytes = b"") -> None:
+        """Create ``keys`` directly in moto's backend (fast; see the module docstring)."""
+        body = json.dumps({"bucket": self.name, "keys": keys, "data": data.decode()}).encode()
+        request = urllib.request.Request(self.endpoint + SEED_PATH, data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert response.status == 200, response.read()
+
+
+@dataclass
+class MotoServer:
+    """A running server subprocess."""
+
+    endpoint: str
+    process: subprocess.Popen[bytes]
+    log_path: str
+    _stopped: bool = field(default=False, repr=False)
+
+    def stop(self) -> None:
+        """Terminate the server (kill it if it does not exit within 10 s)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            os.remove(self.log_path)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        with urllib.request.urlopen(endpoint + "/moto-api/", timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_moto_server(timeout_s: float = 30.0, attempts: int = 3) -> MotoServer:
+    """Start the server on a free port and wait until it answers.
+
+    Raises:
+        RuntimeError: it did not come up (the message holds the end of its log).
+    """
+    log_tail = ""
+    for _ in range(attempts):
+        port = _free_port()
+        fd, log_path = tempfile.mkstemp(prefix="moto-", suffix=".log")
+        with os.fdopen(fd, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        server = MotoServer(f"http://127.0.0.1:{port}", process, log_path)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and process.poll() is None:
+            if _answers(server.endpoint):
+                return server
+            time.sleep(0.1)
+        with open(log_path, errors="replace") as f:
+            log_tail = f.read()[-2000:]
+        server.stop()
+    raise RuntimeError(f"moto server did not start; last log:\n{log_tail}")
+
+
+def create_bucket(endpoint: str) -> S3Bucket:
+    """Create a bucket with a unique name on the server at ``endpoint``."""
+    import boto3
+
+    name = f"test-{uuid.uuid4().hex[:20]}"
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
+    client.create_bucket(Bucket=name)
+    return S3Bucket(name, endpoint)
+
+
+# -- the server process --------------------------------------------------------------------
+
+
+class _TestServerApp:
+    """WSGI middleware: serialized object writes and the seeding endpoint."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+        self.write_lock = threading.Lock()
+        self.generation = 0  # bumped after every write, under write_lock
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method == "POST" and environ.get("PATH_INFO") == SEED_PATH:
+            return self._seed(environ, start_response)
+        if method not in ("PUT", "POST", "DELETE"):
+            return self._app(environ, start_response)
+        length = environ.get("CONTENT_LENGTH")
+        stream = environ["wsgi.input"]
+        body = stream.read(int(length)) if length else stream.read()
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        with self.write_lock:
+            try:
+                return list(self._app(environ, start_response))
+            finally:
+                self.generation += 1
+
+    def _seed(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        from moto.core.models import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        request = json.loads(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        data = request["data"].encode()
+        with self.write_lock:
+            try:
+                for key in request["keys"]:
+                    backend.put_object(request["bucket"], key, data)
+            finally:
+                self.generation += 1
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+
+def _install_sorted_listing(app: _TestServerApp) -> None:
+    """Make moto's ListObjectsV2 (no delimiter) bisect a cached sorted key index."""
+    from bisect import bisect_left, bisect_right
+
+    from moto.s3.models import FakeBucket, FakeDeleteMarker, S3Backend
+
+    original = S3Backend.list_objects_v2
+    index: dict[str, tuple[int, list[str]]] = {}
+
+    def sorted_names(bucket: Any) -> list[str]:
+        cached = index.get(bucket.name)
+        if cached is None or cached[0] != app.generation:
+            with app.write_lock:
+                cached = (app.generation, sorted(dict.keys(bucket.keys)))
+            index[bucket.name] = cached
+        return cached[1]
+
+    def list_objects_v2(
+        self: Any,
+        bucket: Any,
+        prefix: str | None,
+        delimiter: str | None,
+        continuation_token: str | None,
+        start_after: str | None,
+        max_keys: int,
+    ) -> Any:
+        if delimiter or type(bucket) is not FakeBucket:
+            return original(
+                self, bucket, prefix, delimiter, continuation_token, start_after, max_keys
+            )
+        names = sorted_names(bucket)
+        prefix = prefix or ""
+        pos = bisect_left(names, prefix)
+        after = self._pagination_tokens.get(continuation_token) if continuation_token else None
+        after = after or start_after
+        if after:
+            pos = max(pos, bisect_right(names, after))
+        keys: list[Any] = []
+        while pos < len(names) and len(keys) <= max_keys and names[pos].startswith(prefix):
+            try:
+                key = bucket.keys[names[pos]]
+            except KeyError:  # deleted after the index was read
+                key = None
+            if key is not None and not isinstance(key, FakeDeleteMarker):
+                keys.append(key)
+            pos += 1
+        return self._truncate_result(keys, max_keys)
+
+    S3Backend.list_objects_v2 = list_objects_v2  # type: ignore[method-assign]
+
+
+def _serve(port: int) -> None:
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import run_simple
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    os.environ.setdefault("MOTO_PORT", str(port))
+    app = _TestServerApp(DomainDispatcherApplication(create_backend_app))
+    _install_sorted_listing(app)
+    run_simple("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[sys.argv.index("--port") + 1]))

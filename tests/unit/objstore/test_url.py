@@ -1,0 +1,194 @@
+"""open_raw_store / split_db_url / StoreSpec."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from slatelib.errors import InvalidArgumentError, StorageError
+from slatelib.objstore import StoreSpec, open_raw_store, reset_memory_stores, split_db_url
+from slatelib.objstore.url import resolve_s3_options
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("file:///a/b/db", ("file:///", "a/b/db")),
+        ("file:///a/b/db/", ("file:///", "a/b/db")),
+        ("s3://bucket/a/db", ("s3://bucket", "a/db")),
+        ("s3://my.bucket-1/db", ("s3://my.bucket-1", "db")),
+        ("memory:///x/db", ("memory:///", "x/db")),
+        ("memory://named/x/db", ("memory://named", "x/db")),
+        ("gs://bkt/p/db", ("gs://bkt", "p/db")),
+        ("az://container/db", ("az://container", "db")),
+    ],
+)
+def test_split_db_url(url: str, expected: tuple[str, str]) -> None:
+    assert split_db_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://host/db", "unknown or missing scheme"),
+        ("/local/path/db", "unknown or missing scheme"),
+        ("S3://bucket/db", "unknown or missing scheme"),
+        ("file:/a/db", "unknown or missing scheme"),
+        ("file://host/a/db", "no host"),
+        ("s3:///db", "bucket"),
+        ("s3://user:pw@bucket/db", "bucket"),
+        ("s3://bucket:9000/db", "bucket"),
+        ("s3://bucket/a/../db", "'..'"),
+        ("s3://bucket/a//db", "empty segment"),
+        ("s3://bucket/db?x=1", "query"),
+        ("s3://bucket/db#frag", "query or fragment"),
+        ("file:///a/p%20q/db", "printable ASCII"),
+        ("s3://bucket", "no database path"),
+        ("memory:///", "no database path"),
+    ],
+)
+def test_split_db_url_rejects_bad_urls_naming_the_argument(url: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="database url") as info:
+        split_db_url(url)
+    assert message in str(info.value)
+
+
+def test_split_db_url_rejects_non_strings() -> None:
+    with pytest.raises(InvalidArgumentError):
+        split_db_url(None)  # type: ignore[arg-type]
+
+
+def test_file_url_roots_store_in_directory_and_creates_it(tmp_path: Path) -> None:
+    root = tmp_path / "new" / "deep"
+    store = open_raw_store(f"file://{root}")
+    assert root.is_dir()
+    store.put("x/y", b"1")
+    assert (root / "x" / "y").read_bytes() == b"1"
+    assert store.url == f"file://{root}"
+
+
+def test_file_root_url_is_the_file_system_root(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"abc")
+    root_url, db_path = split_db_url(f"file://{tmp_path}/f")
+    assert open_raw_store(root_url).get(db_path) == b"abc"
+
+
+def test_file_root_that_is_a_file_is_a_storage_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_bytes(b"")
+    with pytest.raises(StorageError):
+        open_raw_store(f"file://{tmp_path}/afile")
+
+
+def test_file_and_memory_stores_take_no_options(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="no options"):
+        open_raw_store(f"file://{tmp_path}", endpoint="x")
+    with pytest.raises(InvalidArgumentError, match="no options"):
+        open_raw_store("memory:///", region="x")
+
+
+def test_memory_url_is_process_wide_and_resettable() -> None:
+    open_raw_store("memory:///").put("x/db/a", b"1")
+    assert open_raw_store("memory:///").get("x/db/a") == b"1"
+    assert open_raw_store("memory:///x").get("db/a") == b"1"  # rooted view of the same store
+    assert [m.path for m in open_raw_store("memory:///x").list("")] == ["db/a"]
+    assert list(open_raw_store("memory://other/").list("")) == []
+    reset_memory_stores()
+    assert list(open_raw_store("memory:///").list("")) == []
+
+
+def test_named_memory_stores_are_separate() -> None:
+    open_raw_store("memory://a/").put("k", b"a")
+    open_raw_store("memory://b").put("k", b"b")
+    assert open_raw_store("memory://a").get("k") == b"a"
+    assert open_raw_store("memory://b/").get("k") == b"b"
+
+
+def test_spec_is_picklable_and_reopens_the_same_store(tmp_path: Path) -> None:
+    store = open_raw_store(f"file://{tmp_path}/r")
+    store.put("k", b"v")
+    spec = pickle.loads(pickle.dumps(store.spec))
+    assert spec == store.spec
+    assert spec.open().get("k") == b"v"
+    memory = open_raw_store("memory://spec/")
+    memory.put("k", b"m")
+    assert pickle.loads(pickle.dumps(memory.spec)).open().get("k") == b"m"
+
+
+def test_spec_canonicalizes_options_and_hides_secrets() -> None:
+    spec = StoreSpec.of(
+        "s3://b", {"secret_access_key": "SHH", "allow_http": True, "region": "r", "max_retries": 3}
+    )
+    assert spec.options == (
+        ("allow_http", "true"),
+        ("max_retries", "3"),
+        ("region", "r"),
+        ("secret_access_key", "SHH"),
+    )
+    assert "SHH" not in repr(spec) and "***" in repr(spec)
+    assert hash(spec) == hash(StoreSpec.of("s3://b", dict(spec.options)))
+
+
+def test_spec_rejects_bad_option_values() -> None:
+    with pytest.raises(InvalidArgumentError):
+        StoreSpec.of("s3://b", {"region": ["x"]})  # type: ignore[dict-item]
+    with pytest.raises(InvalidArgumentError):
+        StoreSpec.of("", {})
+
+
+def test_s3_store_spec_keeps_only_explicit_options() -> None:
+    store = open_raw_store("s3://bucket/pre", region="eu-west-1", allow_http=True)
+    assert store.spec == StoreSpec.of(
+        "s3://bucket/pre", {"region": "eu-west-1", "allow_http": "true"}
+    )
+    assert store.url == "s3://bucket/pre"
+
+
+def test_s3_unknown_option_is_invalid_argument_naming_it() -> None:
+    with pytest.raises(InvalidArgumentError, match="bogus_option"):
+        open_raw_store("s3://bucket", bogus_option="1")
+    with pytest.raises(InvalidArgumentError, match="allow_http"):
+        open_raw_store("s3://bucket", allow_http="maybe")
+    with pytest.raises(InvalidArgumentError, match="max_retries"):
+        open_raw_store("s3://bucket", max_retries="-1")
+
+
+def test_resolve_s3_options_precedence() -> None:
+    env = {
+        "SLATELIB_S3_ENDPOINT": "http://slatelib:1",
+        "AWS_ENDPOINT_URL": "http://aws:2",
+        "AWS_REGION": "aws-region",
+        "AWS_DEFAULT_REGION": "default-region",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "aws-key",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+    }
+    config, creds = resolve_s3_options({"region": "opt-region"}, env)
+    assert config == {"region": "opt-region", "endpoint": "http://slatelib:1", "allow_http": "true"}
+    assert creds is None  # AWS_* credentials are left to obstore's own chain
+    env2 = {"AWS_ENDPOINT_URL_S3": "http://s3:3", "AWS_ENDPOINT_URL": "http://aws:2"}
+    assert resolve_s3_options({}, env2)[0] == {"endpoint": "http://s3:3"}
+    assert resolve_s3_options({}, {"AWS_DEFAULT_REGION": "d"})[0] == {"region": "d"}
+
+
+def test_resolve_s3_credentials_come_as_a_group() -> None:
+    env = {
+        "SLATELIB_S3_ACCESS_KEY_ID": "k",
+        "SLATELIB_S3_SECRET_ACCESS_KEY": "s",
+        "SLATELIB_S3_SESSION_TOKEN": "t",
+        "AWS_SESSION_TOKEN": "aws-token",
+    }
+    assert resolve_s3_options({}, env)[1] == ("k", "s", "t")
+    opts = {"access_key_id": "ok", "secret_access_key": "os"}
+    config, creds = resolve_s3_options(opts, env)
+    assert creds == ("ok", "os", None)  # no token mixed in from another source
+    assert "access_key_id" not in config
+    with pytest.raises(InvalidArgumentError, match="together"):
+        resolve_s3_options({"access_key_id": "only"}, {})
+
+
+def test_open_store_reads_slatelib_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLATELIB_S3_ALLOW_HTTP", "not-a-bool")
+    with pytest.raises(InvalidArgumentError, match="allow_http"):
+        open_raw_store("s3://bucket")

@@ -1,0 +1,46 @@
+"""Settings: defaults, TOML layering, environment overrides, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slatelib.config import load_settings, parse_duration, parse_size
+from slatelib.errors import InvalidArgumentError
+
+
+def test_humantime_durations() -> None:
+    assert parse_duration("7days 30min 10s") == 7 * 86400 + 1800 + 10
+    assert parse_duration("100ms") == pytest.approx(0.1)
+    assert parse_duration("1h 2m") == 3720
+    for bad in ("", "5 parsecs", "abc", "-3s"):
+        with pytest.raises(InvalidArgumentError):
+            parse_duration(bad)
+
+
+def test_sizes() -> None:
+    assert parse_size("64MiB") == 64 << 20
+    assert parse_size(4096) == 4096
+    with pytest.raises(InvalidArgumentError):
+        parse_size("lots")
+
+
+def test_files_then_env_layering(tmp_path: Path) -> None:
+    base = tmp_path / "base.toml"
+    base.write_text('[writer]\nflush_interval = "10ms"\nl0_max_ssts = 4\n[sst]\nblock_size = "1KiB"\n')
+    over = tmp_path / "over.toml"
+    over.write_text("[writer]\nl0_max_ssts = 6\n")
+    s = load_settings([base, over], env={"SLATELIB_WRITER__FLUSH_INTERVAL": "null"})
+    assert s.writer.flush_interval is None
+    assert s.writer.l0_max_ssts == 6
+    assert s.sst.block_size == 1024
+
+
+def test_unknown_keys_name_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text("[writer]\nflush_intervall = '1s'\n")
+    with pytest.raises(InvalidArgumentError, match="bad.toml.*flush_intervall"):
+        load_settings(f, env={})
+    with pytest.raises(InvalidArgumentError, match="nosuch"):
+        load_settings(env={"SLATELIB_NOSUCH__X": "1"})
