@@ -1061,13 +1061,8 @@ static int ts_field(PyObject *obj, const char *name, int *present, int64_t *out)
 
 /* Adds one row. Everything that can fail on a bad row is checked before any state changes,
  * so a rejected row leaves the writer as it was. */
-static int bw_add_row(BlockWriterObject *self, PyObject *row)
+static int bw_add_tuple(BlockWriterObject *self, PyObject *row)
 {
-    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 6) {
-        PyErr_Format(PyExc_TypeError, "a row must be a 6-tuple, not %.100s",
-                     Py_TYPE(row)->tp_name);
-        return -1;
-    }
     PyObject *key_obj = PyTuple_GET_ITEM(row, 0);
     PyObject *seq_obj = PyTuple_GET_ITEM(row, 1);
     PyObject *kind_obj = PyTuple_GET_ITEM(row, 2);
@@ -1261,6 +1256,36 @@ static int bw_add_row(BlockWriterObject *self, PyObject *row)
 done:
     span_release(&val);
     Py_DECREF(key);
+    return rc;
+}
+
+/* Rows are tuples; any other sequence (a list) is converted, as the reference unpacks it. */
+static int bw_add_row(BlockWriterObject *self, PyObject *row)
+{
+    if (PyTuple_Check(row)) {
+        if (PyTuple_GET_SIZE(row) != 6) {
+            PyErr_Format(PyExc_ValueError, "a row has 6 fields, not %zd", PyTuple_GET_SIZE(row));
+            return -1;
+        }
+        return bw_add_tuple(self, row);
+    }
+    if (!PySequence_Check(row) || PyBytes_Check(row) || PyUnicode_Check(row)) {
+        PyErr_Format(PyExc_TypeError, "a row must be a 6-tuple, not %.100s",
+                     Py_TYPE(row)->tp_name);
+        return -1;
+    }
+    PyObject *t = PySequence_Tuple(row);
+    if (t == NULL) {
+        return -1;
+    }
+    int rc;
+    if (PyTuple_GET_SIZE(t) != 6) {
+        PyErr_Format(PyExc_ValueError, "a row has 6 fields, not %zd", PyTuple_GET_SIZE(t));
+        rc = -1;
+    } else {
+        rc = bw_add_tuple(self, t);
+    }
+    Py_DECREF(t);
     return rc;
 }
 

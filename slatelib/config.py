@@ -180,7 +180,7 @@ def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
     kind = f.metadata.get("kind")
     hint = f.type if isinstance(f.type, str) else str(f.type)
     optional = "None" in hint
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none")):
+    if value is None or (optional and isinstance(value, str) and value.strip().lower() == "null"):
         if optional:
             return None
         raise InvalidArgumentError(f"{where}: may not be null")

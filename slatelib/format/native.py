@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from array import array
 from typing import Protocol, cast
 
 from slatelib.core.row import Row
@@ -84,7 +85,7 @@ class Speedups(Protocol):
 
     def siphash13(self, data: bytes | bytearray | memoryview, /) -> int: ...
     def siphash13_many(self, keys: list[bytes] | tuple[bytes, ...], /) -> bytes: ...
-    def bloom_build(self, hashes: bytes | bytearray | memoryview | object,
+    def bloom_build(self, hashes: bytes | bytearray | memoryview | array[int],
                     bits_per_key: int, /) -> bytes: ...
     def bloom_check(self, bits: bytes, num_probes: int, h: int, /) -> bool: ...
     def decode_block_v2(self, data: bytes | bytearray | memoryview, /) -> list[Row]: ...
@@ -97,8 +98,6 @@ def native_disabled() -> bool:
 
 
 def _load() -> Speedups | None:
-    if native_disabled():
-        return None
     try:
         module = importlib.import_module("slatelib._speedups")
     except ImportError:
@@ -106,5 +105,7 @@ def _load() -> Speedups | None:
     return cast(Speedups, module)
 
 
-speedups: Speedups | None = _load()
+DISABLED_BY_ENV: bool = native_disabled()
+"""``SLATELIB_NO_NATIVE`` was set when this module was imported."""
+speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
 HAVE_NATIVE: bool = speedups is not None

@@ -44,3 +44,10 @@ def test_unknown_keys_name_the_file(tmp_path: Path) -> None:
         load_settings(f, env={})
     with pytest.raises(InvalidArgumentError, match="nosuch"):
         load_settings(env={"SLATELIB_NOSUCH__X": "1"})
+
+
+def test_base_toml_mirrors_the_code_defaults() -> None:
+    from slatelib.config import Settings
+
+    base = Path(__file__).resolve().parents[2] / "conf" / "base.toml"
+    assert load_settings(base, env={}) == Settings()
