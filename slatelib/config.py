@@ -161,6 +161,37 @@ class BulkLoadSettings:
 
 
 @dataclass(frozen=True)
+class CompactionSettings:
+    """Compaction planning and execution (0.17 names: ``compactor_options`` and its
+    ``scheduler_options``/``worker``)."""
+
+    policy: str = "l0"
+    min_compaction_sources: int = 4
+    max_compaction_sources: int = 8
+    include_size_threshold: float = 4.0
+    max_sst_size: int = field(default=256 * 1024 * 1024, metadata=SIZE)
+    parallelism: int = 0  # 0: the Spark default parallelism (or CPU count without Spark)
+    max_fetch_tasks: int = 4
+    bytes_to_fetch: int = field(default=2 * 1024 * 1024, metadata=SIZE)
+    merge_operator: str | None = None
+    checkpoint_lifetime: float = field(default=900.0, metadata=DURATION)
+    manifest_update_timeout: float = field(default=300.0, metadata=DURATION)
+
+
+@dataclass(frozen=True)
+class GcSettings:
+    """Garbage collection (0.17 names: ``garbage_collector_options``)."""
+
+    min_age: float = field(default=300.0, metadata=DURATION)
+    min_age_floor: float = field(default=300.0, metadata=DURATION)
+    db_delete_grace: float = field(default=86400.0, metadata=DURATION)
+    dry_run: bool = True
+    wal_fence_dry_run: bool = True
+    delete_concurrency: int = 16
+    list_partitions: int = 0  # 0: derived from the listing size
+
+
+@dataclass(frozen=True)
 class RetrySettings:
     max_attempts: int = 6
     base_delay: float = field(default=0.05, metadata=DURATION)
@@ -173,6 +204,8 @@ class Settings:
     reader: ReaderSettings = ReaderSettings()
     writer: WriterSettings = WriterSettings()
     bulk_load: BulkLoadSettings = BulkLoadSettings()
+    compaction: CompactionSettings = CompactionSettings()
+    gc: GcSettings = GcSettings()
     retry: RetrySettings = RetrySettings()
 
 

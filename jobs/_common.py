@@ -1,0 +1,138 @@
+"""What every job shares: database selection, per-database isolation, exit codes, reports.
+
+Several databases run in one Spark application; each is isolated, so one failing database
+does not stop the others, and each gets its own result. The process exit code is 0 when
+every database succeeded, else the code of the first failed database in argument order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slatelib.cli.app import EXIT_OK, EXIT_USAGE, exit_code_for
+from slatelib.config import Settings, load_settings
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.objstore import open_store, split_db_url
+from slatelib.ops.discover import discover_databases
+
+log = logging.getLogger("slatelib.jobs")
+
+EXIT_NAMES = {0: "success", 1: "error", 2: "invalid_input", 3: "fenced", 4: "conflict",
+              5: "data_error", 6: "io_failure"}
+
+
+@dataclass(frozen=True)
+class DbTarget:
+    """One database: the store URL and the path inside it, plus how it was named."""
+
+    store_url: str
+    path: str
+    name: str
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", action="append", default=[], metavar="URL",
+                   help="database URL (repeatable), e.g. s3://bucket/tenants/a/db")
+    p.add_argument("--dbs-file", metavar="FILE",
+                   help="file with one database URL per line (# comments allowed)")
+    p.add_argument("--discover", metavar="PREFIX_URL",
+                   help="every database under this prefix URL, e.g. s3://bucket/tenants/")
+    p.add_argument("--conf", action="append", default=[], metavar="FILE",
+                   help="settings TOML (repeatable; later files win)")
+    p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def resolve_targets(args: argparse.Namespace) -> list[DbTarget]:
+    """The databases named by ``--db``, ``--dbs-file`` and ``--discover``, de-duplicated.
+
+    Raises:
+        InvalidArgumentError: none given, an unreadable file or a malformed URL.
+    """
+    urls: list[str] = list(args.db)
+    if args.dbs_file:
+        try:
+            with open(args.dbs_file, encoding="utf-8") as f:
+                urls += [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+        except OSError as exc:
+            raise InvalidArgumentError(f"--dbs-file {args.dbs_file}: {exc}") from exc
+    targets = []
+    for url in urls:
+        store_url, path = split_db_url(url)
+        targets.append(DbTarget(store_url, path, url))
+    if args.discover:
+        store_url, prefix = split_db_url(args.discover)
+        for root in discover_databases(open_store(store_url), prefix):
+            targets.append(DbTarget(store_url, root, f"{store_url.rstrip('/')}/{root}"))
+    if not targets:
+        raise InvalidArgumentError("no database given: use --db, --dbs-file or --discover")
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for t in targets:
+        if (t.store_url, t.path) not in seen:
+            seen.add((t.store_url, t.path))
+            out.append(t)
+    return out
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return load_settings(args.conf)
+
+
+def run_isolated(
+    targets: Sequence[DbTarget], fn: Callable[[DbTarget], dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """Run ``fn`` per database, turning each failure into that database's result."""
+    results: list[dict[str, Any]] = []
+    overall = EXIT_OK
+    for t in targets:
+        started = time.monotonic()
+        try:
+            result = fn(t)
+            code = int(result.pop("exit_code", EXIT_OK))
+            result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"), **result}
+        except SlateError as exc:
+            code = exit_code_for(exc)
+            log.error("job failed [db=%s, error=%s]", t.name, exc)
+            result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"),
+                      "error": {"type": type(exc).__name__, "message": str(exc)}}
+        except Exception as exc:  # a bug or an unexpected library error: isolate it too
+            code = 1
+            log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
+            result = {"db": t.name, "status": "error",
+                      "error": {"type": type(exc).__name__, "message": str(exc)}}
+        result["exit_code"] = code
+        result.setdefault("seconds", round(time.monotonic() - started, 3))
+        results.append(result)
+        if overall == EXIT_OK and code != EXIT_OK:
+            overall = code
+    return results, overall
+
+
+def emit_report(report: dict[str, Any], path: str | None) -> None:
+    text = json.dumps(report, indent=2, sort_keys=False)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def configure_logging(verbose: int) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
+    )
+
+
+def usage_error(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return EXIT_USAGE
