@@ -16,7 +16,7 @@ from concurrent.futures import Executor, Future
 
 from slatelib.core.manifest import SsTableInfo, SstHandle
 from slatelib.core.row import Row
-from slatelib.errors import CorruptObjectError
+from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
 from slatelib.format import bloom
 from slatelib.format.sst import block_range, decode_data_block, decode_region, read_index
 from slatelib.format.sst_index import SstIndex
@@ -88,7 +88,14 @@ class SstReader:
 
     # ------------------------------------------------------------------ metadata
     def _get_exact(self, start: int, end: int, what: str) -> bytes:
-        data = self.store.get_range(self.path, start, end)
+        try:
+            data = self.store.get_range(self.path, start, end)
+        except SstMissingError:
+            raise
+        except ObjectMissingError as exc:
+            raise SstMissingError(
+                f"SST {self.path} referenced by the manifest is missing ({exc})", path=self.path
+            ) from exc
         if len(data) != end - start:
             raise CorruptObjectError(
                 f"truncated SST: {what} [{start}, {end}) returned {len(data)} bytes",

@@ -56,7 +56,7 @@ import asyncio
 import atexit
 import json
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, TypeVar
@@ -271,11 +271,17 @@ class FixedPrefix(PrefixExtractor):  # type: ignore[misc]
 # ------------------------------------------------------------------------------ operations
 @dataclass(frozen=True)
 class Put:
-    """Put ``value`` at ``key``; ``expire_at_ms`` sets an absolute TTL (EXPIRE_AT)."""
+    """Put ``value`` at ``key``. TTL: ``expire_at_ms`` (absolute, ``Ttl.EXPIRE_AT_MILLIS``)
+    or ``ttl_ms`` (relative to the write, ``Ttl.EXPIRE_AFTER_MILLIS``); neither means the
+    database's default TTL (none, unless ``default_ttl_millis`` is set)."""
 
     key: bytes
     value: bytes
     expire_at_ms: int | None = None
+    ttl_ms: int | None = None
+
+    def ttl(self) -> Ttl:
+        return _ttl(self.expire_at_ms, self.ttl_ms)
 
 
 @dataclass(frozen=True)
@@ -290,13 +296,30 @@ class Merge:
     key: bytes
     operand: bytes
     expire_at_ms: int | None = None
+    ttl_ms: int | None = None
+
+    def ttl(self) -> Ttl:
+        return _ttl(self.expire_at_ms, self.ttl_ms)
 
 
 Op = Put | Delete | Merge
 
 
-def _ttl(expire_at_ms: int | None) -> Ttl:
-    return Ttl.DEFAULT() if expire_at_ms is None else Ttl.EXPIRE_AT_MILLIS(expire_at_ms)
+def _ttl(expire_at_ms: int | None, ttl_ms: int | None) -> Ttl:
+    if expire_at_ms is not None and ttl_ms is not None:
+        raise ValueError("give expire_at_ms or ttl_ms, not both")
+    if expire_at_ms is not None:
+        return Ttl.EXPIRE_AT_MILLIS(expire_at_ms)
+    if ttl_ms is not None:
+        return Ttl.EXPIRE_AFTER_MILLIS(ttl_ms)
+    return Ttl.DEFAULT()
+
+
+def _expire_at(op: Put | Merge, now_ms: int) -> int | None:
+    """When ``op``'s row expires (Unix ms), or None."""
+    if op.expire_at_ms is not None:
+        return op.expire_at_ms
+    return None if op.ttl_ms is None else now_ms + op.ttl_ms
 
 
 def to_batch(ops: Iterable[Op]) -> WriteBatch:
@@ -304,19 +327,17 @@ def to_batch(ops: Iterable[Op]) -> WriteBatch:
     wb = WriteBatch()
     for op in ops:
         if isinstance(op, Put):
-            if op.expire_at_ms is None:
+            if op.expire_at_ms is None and op.ttl_ms is None:
                 wb.put(op.key, op.value)
             else:
-                wb.put_with_options(op.key, op.value, PutOptions(ttl=_ttl(op.expire_at_ms)))
+                wb.put_with_options(op.key, op.value, PutOptions(ttl=op.ttl()))
         elif isinstance(op, Delete):
             wb.delete(op.key)
         elif isinstance(op, Merge):
-            if op.expire_at_ms is None:
+            if op.expire_at_ms is None and op.ttl_ms is None:
                 wb.merge(op.key, op.operand)
             else:
-                wb.merge_with_options(
-                    op.key, op.operand, MergeOptions(ttl=_ttl(op.expire_at_ms))
-                )
+                wb.merge_with_options(op.key, op.operand, MergeOptions(ttl=op.ttl()))
         else:  # pragma: no cover - a test bug
             raise TypeError(f"not an operation: {op!r}")
     return wb
@@ -340,8 +361,10 @@ class Model:
         self._unflushed: set[bytes] = set()
 
     # -- updates
-    def apply(self, ops: Iterable[Op]) -> None:
-        """Apply one batch (in order, as the writer applies it)."""
+    def apply(self, ops: Iterable[Op], now_ms: int | None = None) -> None:
+        """Apply one batch (in order, as the writer applies it) written at ``now_ms``
+        (default: now; it only matters for relative TTLs)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         for op in ops:
             key = op.key
             if isinstance(op, Put):
@@ -351,7 +374,7 @@ class Model:
             elif isinstance(op, Merge):
                 self.kv[key] = (self.kv.get(key) or b"") + op.operand
             self.expired.discard(key)
-            expire = None if isinstance(op, Delete) else op.expire_at_ms
+            expire = None if isinstance(op, Delete) else _expire_at(op, now)
             if expire is None:
                 self._expire_at.pop(key, None)
             else:
@@ -469,13 +492,17 @@ class OfficialDb:
             builder.with_segment_extractor(segment_extractor)
         return cls(run(builder.build()), path, model)
 
-    def write(self, ops: Sequence[Op]) -> None:
-        """Apply ``ops`` as ONE write batch (one sequence number)."""
+    def write(self, ops: Sequence[Op], *, seqnum: int = 0) -> int:
+        """Apply ``ops`` as ONE write batch (one sequence number) and return that number.
+        ``seqnum`` > 0 asks for that sequence number (it must exceed every earlier one)."""
         if not ops:
             raise ValueError("an empty batch")
-        run(self.db.write_with_options(to_batch(ops), WriteOptions()))
+        now_ms = int(time.time() * 1000)
+        handle = run(self.db.write_with_options(to_batch(ops), WriteOptions(seqnum=seqnum)))
         if self.model is not None:
-            self.model.apply(ops)
+            self.model.apply(ops, now_ms)
+        seq: int = handle.seqnum()
+        return seq
 
     def flush_wal(self) -> None:
         """Write the buffered rows as a new WAL SST (they stay out of L0)."""
@@ -742,20 +769,6 @@ def read_all(
         return r.scan()
 
 
-def with_reader(
-    where: StoreRoot, path: str, fn: Callable[[OfficialReader], T], **kwargs: Any
-) -> T:
-    """Open an official reader, call ``fn(reader)``, close it, return the result."""
-    with OfficialReader.open(where, path, **kwargs) as r:
-        return fn(r)
-
-
-def iter_chunks(items: Sequence[T], n: int) -> Iterator[Sequence[T]]:
-    """``items`` in consecutive chunks of ``n`` (for writing a list as several batches)."""
-    for i in range(0, len(items), n):
-        yield items[i:i + n]
-
-
 __all__ = [
     "BLOCK_SIZES",
     "CODECS",
@@ -777,12 +790,10 @@ __all__ = [
     "Put",
     "as_store",
     "clone",
-    "iter_chunks",
     "key_range",
     "local_store",
     "read_all",
     "run",
     "s3_store",
     "to_batch",
-    "with_reader",
 ]

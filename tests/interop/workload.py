@@ -28,6 +28,10 @@ EDGE_KEYS = (b"\x00", b"\xff", b"\x00\x00", b"\xff\xff", b"\x00\xff", b"\xff\x00
 
 BIG_VALUE_LEN = 70_000
 """Longer than the largest block size (64 KiB) and than one WAL block."""
+BIG_RUN_KEY = b"\xff\xffbig-in-run"
+BIG_WAL_KEY = b"\xff\xffbig-in-wal"
+"""Keys of :func:`write_layered`'s > 64 KiB values (kept out of the random key pools, so
+random deletes never remove them)."""
 
 
 def random_key(rng: random.Random) -> bytes:
@@ -106,12 +110,12 @@ def random_ops(
 
 
 def ttl_ops(rng: random.Random, keys: Sequence[bytes]) -> list[Op]:
-    """Puts with an absolute TTL: about half already expired (2000-01-01), half far in the
-    future (2100-01-01)."""
+    """Puts with an absolute TTL: every other one already expired (2000-01-01), the others
+    far in the future (2100-01-01)."""
     return [
         Put(k, rng.randbytes(rng.randrange(1, 20)),
-            expire_at_ms=LONG_AGO_MS if rng.random() < 0.5 else FAR_FUTURE_MS)
-        for k in keys
+            expire_at_ms=LONG_AGO_MS if i % 2 == 0 else FAR_FUTURE_MS)
+        for i, k in enumerate(keys)
     ]
 
 
@@ -143,7 +147,10 @@ def write_layered(
     3. one more L0; then the oldest L0 together with run 6 compacted into run 6 (a
        compaction that includes an existing run);
     4. one more L0 (so two L0s remain), then two WAL-only batches (the second deletes
-       and overwrites keys that live in the runs), one of them with a value > 64 KiB.
+       and overwrites keys that live in the runs).
+
+    Values longer than 64 KiB sit at :data:`BIG_RUN_KEY` (in a sorted run) and
+    :data:`BIG_WAL_KEY` (WAL only).
 
     TTL puts (``ttl_keys``) go into a flushed batch (the expired ones become tombstones)
     and into a WAL-only batch (expired but still readable in 0.17.0).
@@ -155,7 +162,8 @@ def write_layered(
 
     half = len(ttl_keys) // 2
     # 1. two L0s -> run 2
-    db.write(batch(deletes=0.0) + ttl_ops(rng, ttl_keys[:half]))
+    big_in_run = Put(BIG_RUN_KEY, rng.randbytes(BIG_VALUE_LEN + rng.randrange(1000)))
+    db.write(batch(deletes=0.0) + [big_in_run] + ttl_ops(rng, ttl_keys[:half]))
     db.flush_memtable()
     db.write(batch())
     db.flush_memtable()
@@ -173,8 +181,8 @@ def write_layered(
     # 4. one more L0, then WAL-only batches
     db.write(batch())
     db.flush_memtable()
-    big = Put(rng.choice(keys), rng.randbytes(BIG_VALUE_LEN + rng.randrange(1000)))
-    db.write(batch(n=batch_size // 2) + [big] + ttl_ops(rng, ttl_keys[half:]))
+    big_in_wal = Put(BIG_WAL_KEY, rng.randbytes(BIG_VALUE_LEN + rng.randrange(1000)))
+    db.write(batch(n=batch_size // 2) + [big_in_wal] + ttl_ops(rng, ttl_keys[half:]))
     db.flush_wal()
     db.write(batch(n=batch_size // 2, deletes=0.5))
     db.flush_wal()
