@@ -148,19 +148,24 @@ def test_slate_console_script_exits_non_zero_with_the_checksum_error_on_stderr(
     assert "Traceback" not in proc.stderr
 
 
-def test_flipped_byte_in_an_index_names_the_index(
-    fixture_copy: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("region", ["index", "filter"])
+def test_flipped_byte_in_an_index_or_filter_names_that_region(
+    fixture_copy: Path, capsys: pytest.CaptureFixture[str], region: str
 ) -> None:
     path, handle = _sst(fixture_copy, "basic", "sorted_run")
     _, key = _visible_key_in_block(fixture_copy, "basic", path, handle, _live("basic"))
-    _flip(fixture_copy / path, handle.info.index_offset + handle.info.index_len // 2)
+    info = handle.info
+    offset, length = ((info.index_offset, info.index_len) if region == "index"
+                      else (info.filter_offset, info.filter_len))
+    assert length > 0
+    _flip(fixture_copy / path, offset + length // 2)
     with DbReader.open("basic", _url(fixture_copy)) as r:
-        with pytest.raises(ChecksumMismatchError) as info:
+        with pytest.raises(ChecksumMismatchError) as err_info:
             r.get(key)
-    assert info.value.region == "index" and info.value.path == path
-    assert re.search(rf"{re.escape(path)}.*index", str(info.value))
+    assert err_info.value.region == region and err_info.value.path == path
+    assert re.search(rf"{re.escape(path)}.*{region}", str(err_info.value))
     code, _, err = _cli(capsys, "--db", f"{_url(fixture_copy)}/basic", "get", key.hex())
-    assert code == EXIT_DATA and path in err and "index" in err
+    assert code == EXIT_DATA and path in err and region in err
 
 
 def test_flipped_byte_in_a_wal_sst_names_the_wal_object(fixture_copy: Path) -> None:
@@ -239,10 +244,18 @@ def test_hostile_db_path_is_refused_before_touching_anything(
         DbReader.open(path, _url(store_dir))
     with pytest.raises(InvalidArgumentError):
         bulk_load(path, _url(store_dir), [(b"k", b"v")])
+    # refused before the store is even opened (a file:// store creates its root folder)
+    with pytest.raises(InvalidArgumentError):
+        DbReader.open(path, _url(tmp_path / "never-created"))
+    with pytest.raises(InvalidArgumentError):
+        bulk_load(path, _url(tmp_path / "never-created"), [(b"k", b"v")])
     for argv in (["--store", _url(store_dir), "--path", path, "scan"],
                  ["--store", _url(store_dir), "--path", path, "load", "-"]):
         code, _, err = _cli(capsys, *argv)
         assert code == EXIT_USAGE and "error" in err
+    code, _, err = _cli(capsys, "--store", _url(tmp_path / "never-created"), "--path", path,
+                        "scan")
+    assert code == EXIT_USAGE
     if "\x00" not in path and "\n" not in path:
         code, _, err = _cli(capsys, "--db", f"{_url(store_dir)}/{path}", "scan")
         assert code == EXIT_USAGE, err

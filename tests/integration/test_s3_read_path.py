@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from slatedb.uniffi import ObjectStore as OfficialObjectStore
 
 from slatelib import DbReader, bulk_load
 from slatelib.cli import main as slate
@@ -41,7 +42,7 @@ def s3_env(monkeypatch: pytest.MonkeyPatch, s3_bucket: S3Bucket) -> S3Bucket:
     return s3_bucket
 
 
-def _official(bucket: S3Bucket) -> object:
+def _official(bucket: S3Bucket) -> OfficialObjectStore:
     return s3_store(bucket.name, endpoint=bucket.endpoint, region=REGION,
                     access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY)
 
@@ -105,7 +106,7 @@ def test_bulk_load_into_s3_is_read_by_db_reader_cli_and_official(
     assert json.loads(out) == {"key": key.hex(), "value": expected[key].hex()}
 
     # the official package, pointed at the same moto server, reads every key
-    with OfficialReader.open(_official(s3_env), "data/db") as o:  # type: ignore[arg-type]
+    with OfficialReader.open(_official(s3_env), "data/db") as o:
         assert o.scan() == sorted(expected.items())
         assert all(o.get(k) == v for k, v in list(expected.items())[::13])
 
@@ -149,7 +150,7 @@ def test_fixture_on_s3_reads_like_official_and_expected(s3_fixtures: S3Bucket, f
         official_kwargs["segment_extractor"] = FixedPrefix(4)
     mid = sorted(live)[len(live) // 2]
     assert_reads_match(
-        _official(s3_fixtures), f"s3://{s3_fixtures.name}", fixture, keys,  # type: ignore[arg-type]
+        _official(s3_fixtures), f"s3://{s3_fixtures.name}", fixture, keys,
         [(None, None), (None, mid), (mid, None)], expected=live, merge_operator=merge,
         official_kwargs=official_kwargs,
     )

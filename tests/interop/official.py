@@ -59,10 +59,11 @@ import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from slatedb.uniffi import (
     AdminBuilder,
+    BloomFilterOptions,
     CheckpointCreateResult,
     CheckpointOptions,
     CloneSourceSpec,
@@ -73,6 +74,7 @@ from slatedb.uniffi import (
     DbBuilder,
     DbReader,
     DbReaderBuilder,
+    FilterPolicy,
     FlushOptions,
     FlushType,
     KeyRange,
@@ -114,7 +116,7 @@ BLOCK_SIZES: dict[int, SstBlockSize] = {
 }
 """SST block sizes (bytes) that 0.17.0 can be configured with."""
 
-StoreRoot = str | PathLike[str] | ObjectStore
+StoreRoot: TypeAlias = "str | PathLike[str] | ObjectStore"
 """Where a database lives: a local folder (the store root) or an official ObjectStore."""
 
 
@@ -266,6 +268,17 @@ class FixedPrefix(PrefixExtractor):  # type: ignore[misc]
     def prefix_len(self, target: Any) -> int | None:
         data = target.key if target.is_point() else target.prefix
         return self.n if len(data) >= self.n else None
+
+
+def bloom_policy(
+    bits_per_key: int = 10, *, prefix: PrefixExtractor | None = None, whole_keys: bool = True
+) -> FilterPolicy:
+    """A bloom filter policy: whole keys (named ``_bf``), or prefixes of ``prefix`` too
+    (``_bf:p=<name>``), or prefixes only (``whole_keys=False``: ``_bf:p=<name>:wh=0``)."""
+    if prefix is None and whole_keys:
+        return FilterPolicy.bloom(bits_per_key)
+    opts = BloomFilterOptions(bits_per_key=bits_per_key, whole_key_filtering=whole_keys)
+    return FilterPolicy.bloom_with_options(opts, prefix)
 
 
 # ------------------------------------------------------------------------------ operations
@@ -477,13 +490,20 @@ class OfficialDb:
         model: Model | None = None,
         merge_operator: MergeOperator | None = None,
         segment_extractor: PrefixExtractor | None = None,
+        filter_policies: list[FilterPolicy] | None = None,
         seed: int | None = None,
     ) -> OfficialDb:
-        """Open (creating when absent) the database at ``path`` in ``where``."""
+        """Open (creating when absent) the database at ``path`` in ``where``.
+
+        ``filter_policies`` replaces the default (one whole-key bloom filter, 10 bits per
+        key, named ``_bf``); ``[]`` writes no filters. See :func:`bloom_policy`.
+        """
         st = settings or DbSettings()
         builder = DbBuilder(path, as_store(where))
         builder.with_settings(st.to_official())
         builder.with_sst_block_size(st.sst_block_size)
+        if filter_policies is not None:
+            builder.with_filter_policies(filter_policies)
         if seed is not None:
             builder.with_seed(seed)
         if merge_operator is not None:
@@ -573,54 +593,71 @@ class OfficialAdmin:
         """Sorted run ids, highest (newest) first."""
         return [sr.id for sr in self.manifest().compacted]
 
+    @staticmethod
+    def tree(m: VersionedManifest, segment: bytes = b"") -> tuple[list[Any], list[Any]]:
+        """``(l0 views, sorted runs)`` of the top-level tree (``segment=b""``) or of the
+        segment with that prefix."""
+        if not segment:
+            return list(m.l0), list(m.compacted)
+        for seg in m.segments:
+            if seg.prefix == segment:
+                return list(seg.l0), list(seg.compacted)
+        raise LookupError(f"no segment {segment!r}")
+
     def compact(
         self,
         *,
         l0: int | None = None,
         runs: int = 0,
         destination: int | None = None,
+        segment: bytes = b"",
         timeout_s: float = 30.0,
     ) -> VersionedManifest:
         """Submit one tiered compaction and wait until the manifest shows it done.
 
-        Sources are consecutive in the official order: the ``l0`` OLDEST L0 views (None: all
-        of them) followed by the ``runs`` newest sorted runs. The destination defaults to
-        the lowest run id among the sources, else to one above every existing run id.
+        Sources are consecutive in the official order, within the top-level tree or the
+        given ``segment``: the ``l0`` OLDEST L0 views (None: all of them) followed by the
+        ``runs`` newest sorted runs. The destination defaults to the lowest run id among
+        the sources, else to one above every run id of every tree (run ids are global).
 
         Raises:
             CompactionFailed: the compaction failed or was not done within ``timeout_s``.
         """
         m = self.manifest()
-        views = [v.id for v in m.l0]
+        tree_l0, tree_runs = self.tree(m, segment)
+        views = [v.id for v in tree_l0]
         chosen_views = views if l0 is None else views[len(views) - l0:]
-        run_ids = [sr.id for sr in m.compacted]
-        chosen_runs = run_ids[:runs]
+        chosen_runs = [sr.id for sr in tree_runs][:runs]
         if runs and chosen_views and chosen_views[-1] != views[-1]:
             raise ValueError("sources must be consecutive: include the oldest L0 with runs")
         if destination is None:
             if chosen_runs:
                 destination = min(chosen_runs)
             else:
-                destination = max(run_ids, default=-1) + 1
+                every = [sr.id for sr in m.compacted]
+                every += [sr.id for seg in m.segments for sr in seg.compacted]
+                destination = max(every, default=-1) + 1
         sources = [SourceId.SST_VIEW(v) for v in chosen_views]
         sources += [SourceId.SORTED_RUN(r) for r in chosen_runs]
-        return self.compact_sources(sources, destination, timeout_s=timeout_s)
+        return self.compact_sources(sources, destination, segment=segment, timeout_s=timeout_s)
 
     def compact_sources(
-        self, sources: list[SourceId], destination: int, *, timeout_s: float = 30.0
+        self, sources: list[SourceId], destination: int, *, segment: bytes = b"",
+        timeout_s: float = 30.0,
     ) -> VersionedManifest:
         """Submit ``TIERED(sources -> destination)`` and wait (see :meth:`compact`)."""
-        spec = CompactionSpec.TIERED(segment=b"", sources=sources, destination=destination)
+        spec = CompactionSpec.TIERED(segment=segment, sources=sources, destination=destination)
         compaction = run(self.admin.submit_compaction(spec))
         view_ids = {s[0] for s in sources if s.is_SST_VIEW()}
         run_ids = {s[0] for s in sources if s.is_SORTED_RUN()} - {destination}
         deadline = time.monotonic() + timeout_s
         while True:
             m = self.manifest()
+            tree_l0, tree_runs = self.tree(m, segment)
             done = (
-                not view_ids & {v.id for v in m.l0}
-                and not run_ids & {sr.id for sr in m.compacted}
-                and any(sr.id == destination for sr in m.compacted)
+                not view_ids & {v.id for v in tree_l0}
+                and not run_ids & {sr.id for sr in tree_runs}
+                and any(sr.id == destination for sr in tree_runs)
             )
             if done:
                 return m
@@ -718,8 +755,11 @@ class OfficialReader:
         segment_extractor: PrefixExtractor | None = None,
         checkpoint: str | None = None,
         follow_latest: bool = False,
+        filter_policies: list[FilterPolicy] | None = None,
     ) -> OfficialReader:
         builder = DbReaderBuilder(path, as_store(where))
+        if filter_policies is not None:
+            builder.with_filter_policies(filter_policies)
         if merge_operator is not None:
             builder.with_merge_operator(merge_operator)
         if segment_extractor is not None:
@@ -789,6 +829,7 @@ __all__ = [
     "Op",
     "Put",
     "as_store",
+    "bloom_policy",
     "clone",
     "key_range",
     "local_store",

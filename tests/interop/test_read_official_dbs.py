@@ -13,11 +13,12 @@ scans with random bounds and gets of present and absent keys must equal the offi
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slatedb.uniffi import FilterPolicy
 
 from tests.interop.compare import assert_reads_match
 from tests.interop.official import (
@@ -32,6 +33,7 @@ from tests.interop.official import (
     OfficialAdmin,
     OfficialDb,
     Put,
+    bloom_policy,
     clone,
 )
 from tests.interop.workload import (
@@ -176,24 +178,76 @@ def test_relative_ttls_and_caller_sequence_numbers_read_like_official(tmp_path: 
                        expected=model.live())
 
 
-def test_segmented_db_with_binary_keys_reads_like_official(tmp_path: Path) -> None:
-    rng = random.Random(202)
-    heads = (b"\x00", b"\x7f", b"\xff")
-    keys = sorted({rng.choice(heads) + k for k in key_pool(rng, 120)})
+FILTER_CASES: dict[str, Callable[[], list[FilterPolicy]]] = {
+    "bloom16": lambda: [bloom_policy(16)],
+    "bloom2": lambda: [bloom_policy(2)],
+    "no_filters": lambda: [],
+    "prefix_only": lambda: [bloom_policy(8, prefix=FixedPrefix(2), whole_keys=False)],
+    "prefix_and_whole": lambda: [bloom_policy(12, prefix=FixedPrefix(1))],
+    "two_policies": lambda: [bloom_policy(7, prefix=FixedPrefix(2), whole_keys=False),
+                             bloom_policy(5)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(FILTER_CASES))
+def test_filter_policies_other_than_the_default_read_like_official(
+    tmp_path: Path, case: str
+) -> None:
+    """Bloom filters with other bits per key, prefix filters (named ``_bf:p=...``), several
+    policies in one composite block, or none: no point read may be answered wrongly."""
+    rng = random.Random(500 + sorted(FILTER_CASES).index(case))
+    keys = key_pool(rng, 300)
     model = Model()
-    with OfficialDb.open(tmp_path, "db", DbSettings(compactor=False), model=model,
-                         segment_extractor=FixedPrefix(1)) as db:
-        for _ in range(3):
-            db.write(random_ops(rng, keys, 80, block_size=4096))
+    with OfficialDb.open(tmp_path, "db", DbSettings(block_size=1024), model=model,
+                         filter_policies=FILTER_CASES[case]()) as db:
+        for _ in range(2):
+            db.write(random_ops(rng, keys, 200, block_size=1024))
             db.flush_memtable()
-        db.write(random_ops(rng, keys, 40, block_size=4096, deletes=0.5))
+        OfficialAdmin(tmp_path, "db").compact(l0=1)
+        db.write(random_ops(rng, keys, 50, block_size=1024))
         db.flush_wal()
     m = OfficialAdmin(tmp_path, "db").manifest()
-    assert {s.prefix for s in m.segments} == set(heads) and not m.l0
+    filters = {v.sst.info.filter_len > 0 for v in m.l0}
+    assert filters == ({False} if case == "no_filters" else {True})
+    probe = _probe_keys(rng, model)
+    assert_reads_match(tmp_path, _url(tmp_path), "db", probe, random_bounds(rng, probe, 6),
+                       expected=model.live(),
+                       official_kwargs={"filter_policies": FILTER_CASES[case]()})
+
+
+def test_segmented_db_with_sorted_runs_and_binary_keys_reads_like_official(
+    tmp_path: Path,
+) -> None:
+    """Segments (RFC-0024) keyed by the first byte, each with its own L0s and sorted runs
+    (per-segment compactions, one of them including an existing run), plus WAL rows."""
+    rng = random.Random(202)
+    heads = (b"\x00", b"\x7f", b"\xff")
+    keys = sorted({rng.choice(heads) + k for k in key_pool(rng, 150)})
+    model = Model()
+    with OfficialDb.open(tmp_path, "db", DbSettings(block_size=1024), model=model,
+                         segment_extractor=FixedPrefix(1), merge_operator=Concat()) as db:
+        admin = OfficialAdmin(tmp_path, "db")
+        for _ in range(2):
+            db.write(random_ops(rng, keys, 100, block_size=1024, merges=0.1))
+            db.flush_memtable()
+        for head in heads[:2]:
+            admin.compact(segment=head)
+        db.write(random_ops(rng, keys, 80, block_size=1024, merges=0.1))
+        db.flush_memtable()
+        admin.compact(segment=heads[0], l0=1, runs=1)
+        db.write(random_ops(rng, keys, 40, block_size=1024, deletes=0.5))
+        db.flush_wal()
+    m = OfficialAdmin(tmp_path, "db").manifest()
+    assert {s.prefix for s in m.segments} == set(heads) and not m.l0 and not m.compacted
+    segs = {s.prefix: s for s in m.segments}
+    assert len(segs[heads[0]].compacted) == 1 and not segs[heads[0]].l0
+    assert len(segs[heads[1]].compacted) == 1 and len(segs[heads[1]].l0) == 1
+    assert not segs[heads[2]].compacted and len(segs[heads[2]].l0) == 3
     probe = _probe_keys(rng, model)
     assert_reads_match(tmp_path, _url(tmp_path), "db", probe, random_bounds(rng, probe, 12),
-                       expected=model.live(),
-                       official_kwargs={"segment_extractor": FixedPrefix(1)})
+                       expected=model.live(), merge_operator="concat",
+                       official_kwargs={"segment_extractor": FixedPrefix(1),
+                                        "merge_operator": Concat()})
 
 
 # ------------------------------------------------------------------ clones

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,7 @@ def _official_db_with_wal_rows(root: Path, rng: random.Random, keys: list[bytes]
     return model
 
 
-def _write_l0_and_manifest(root: Path, new_ops: list[Put | Delete | Merge]) -> Manifest:
+def _write_l0_and_manifest(root: Path, new_ops: Sequence[Put | Delete | Merge]) -> Manifest:
     """What a slatelib writer's memtable flush does (spec 5.5.4 and 11): one L0 SST with every
     WAL row above ``last_l0_seq`` plus the new rows (one batch at the next seq), uploaded
     under ``compacted/``, then manifest ``latest + 1`` with the view prepended to ``l0``,
