@@ -106,6 +106,9 @@ def _parse(url: str, what: str) -> tuple[str, str, str]:
     if "?" in rest or "#" in rest:
         raise InvalidArgumentError(f"{what} {url!r} must not have a query or fragment")
     host, _, path = rest.partition("/")
+    if path.startswith("/"):
+        # "s3://bucket//db" names the key "/db", not "db": refuse rather than guess.
+        raise InvalidArgumentError(f"{what} {url!r}: the path starts with an empty segment")
     if scheme == "file" and host:
         raise InvalidArgumentError(f"{what} {url!r}: file URLs take no host (use file:///dir)")
     if scheme == "memory" and not _MEMORY_NAME.fullmatch(host):

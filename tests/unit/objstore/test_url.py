@@ -192,3 +192,14 @@ def test_open_store_reads_slatelib_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLATELIB_S3_ALLOW_HTTP", "not-a-bool")
     with pytest.raises(InvalidArgumentError, match="allow_http"):
         open_raw_store("s3://bucket")
+
+
+def test_database_url_with_an_empty_leading_segment_is_refused() -> None:
+    import pytest
+
+    from slatelib.errors import InvalidArgumentError
+    from slatelib.objstore import split_db_url
+
+    for url in ("s3://bucket//db", "file:////data/db", "memory:////x"):
+        with pytest.raises(InvalidArgumentError, match="empty segment"):
+            split_db_url(url)
