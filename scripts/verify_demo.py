@@ -22,7 +22,7 @@ def main() -> int:
             obj = json.loads(line)
             expected[bytes.fromhex(obj["key"])] = bytes.fromhex(obj["value"])
     store, path = split_db_url(args.db)
-    with DbReader.open(path, store) as reader:
+    with DbReader.open(path, store, mode="latest") as reader:  # read-only: writes nothing
         got = dict(reader.scan())
         sample = random.Random(7).sample(sorted(expected), k=min(1000, len(expected)))
         bad_gets = [k for k in sample if reader.get(k) != expected[k]]

@@ -21,6 +21,17 @@ _EXPORTS: dict[str, str] = {
     "BulkLoadReport": "slatelib.ops.bulk_load",
     "bulk_load": "slatelib.ops.bulk_load",
     "DbReader": "slatelib.reader",
+    "Db": "slatelib.writer",
+    "NO_EXPIRY": "slatelib.writer",
+    "WriteBatch": "slatelib.writer",
+    "create_checkpoint": "slatelib.ops.checkpoint",
+    "delete_checkpoint": "slatelib.ops.checkpoint",
+    "list_checkpoints": "slatelib.ops.checkpoint",
+    "refresh_checkpoint": "slatelib.ops.checkpoint",
+    "CloneReport": "slatelib.ops.clone",
+    "create_clone": "slatelib.ops.clone",
+    "DestroyReport": "slatelib.ops.destroy",
+    "destroy": "slatelib.ops.destroy",
 }
 _ERRORS = [
     "AlreadyExistsError", "ChecksumMismatchError", "CommitStateUnknownError", "ConflictError",
@@ -35,12 +46,15 @@ __all__ = [
     "AlreadyExistsError",
     "BulkLoadReport",
     "ChecksumMismatchError",
+    "CloneReport",
     "CommitStateUnknownError",
     "ConcatMergeOperator",
     "ConflictError",
     "CorruptObjectError",
     "DataError",
+    "Db",
     "DbReader",
+    "DestroyReport",
     "FencedError",
     "InternalError",
     "InvalidArgumentError",
@@ -48,6 +62,7 @@ __all__ = [
     "ManifestMissingError",
     "MergeOperator",
     "MergeOperatorMissingError",
+    "NO_EXPIRY",
     "ObjectMissingError",
     "ObjectStore",
     "Settings",
@@ -57,9 +72,16 @@ __all__ = [
     "UnavailableError",
     "UnsupportedFeatureError",
     "UnsupportedFormatVersionError",
+    "WriteBatch",
     "bulk_load",
+    "create_checkpoint",
+    "create_clone",
+    "delete_checkpoint",
+    "destroy",
+    "list_checkpoints",
     "load_settings",
     "open_store",
+    "refresh_checkpoint",
 ]
 
 
@@ -102,4 +124,13 @@ if TYPE_CHECKING:
     )
     from slatelib.objstore import ObjectStore, open_store
     from slatelib.ops.bulk_load import BulkLoadReport, bulk_load
+    from slatelib.ops.checkpoint import (
+        create_checkpoint,
+        delete_checkpoint,
+        list_checkpoints,
+        refresh_checkpoint,
+    )
+    from slatelib.ops.clone import CloneReport, create_clone
+    from slatelib.ops.destroy import DestroyReport, destroy
     from slatelib.reader import DbReader
+    from slatelib.writer import NO_EXPIRY, Db, WriteBatch

@@ -33,8 +33,10 @@ def _hex_arg(value: str | None, what: str) -> bytes | None:
 
 
 def _open_reader(ctx: Context) -> DbReader:
+    # Read-only: the read commands never write to the database (no reader checkpoint).
     return DbReader.open(
-        ctx.db_path, ctx.store, merge_operator=ctx.args.merge_operator, settings=ctx.settings
+        ctx.db_path, ctx.store, mode="latest", merge_operator=ctx.args.merge_operator,
+        settings=ctx.settings,
     )
 
 

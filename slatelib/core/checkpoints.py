@@ -121,3 +121,108 @@ def live_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
 
 def list_checkpoints(m: Manifest, name: str | None = None) -> list[Checkpoint]:
     return [c for c in m.checkpoints if name is None or c.name == name]
+
+
+# ------------------------------------------------------------------ writer checkpoints
+WRITER_CHECKPOINT_NAME = "slatelib-writer"
+"""Name slatelib gives its writer checkpoints, besides the ``WriterCheckpoint`` metadata:
+0.17.0 drops checkpoint metadata when it rewrites a manifest but keeps names, so the name
+still identifies the checkpoint after an official process has written the manifest."""
+
+
+def is_writer_checkpoint(c: Checkpoint) -> bool:
+    """A writer's checkpoint (seed 002 ``WriterCheckpoint`` metadata, or slatelib's name)."""
+    return c.writer_epoch is not None or c.name == WRITER_CHECKPOINT_NAME
+
+
+def writer_checkpoint(
+    next_manifest_id: int, epoch: int, *, now_s: float, checkpoint_id: uuid.UUID | None = None
+) -> Checkpoint:
+    """The checkpoint a writer of ``epoch`` keeps on the manifest it writes next
+    (seed 002: pins ``V + 1``, never expires, ``WriterCheckpoint { epoch }``).
+
+    Raises:
+        InvalidArgumentError: a time outside u32.
+    """
+    return Checkpoint(
+        id=checkpoint_id or uuid.uuid4(),
+        manifest_id=next_manifest_id,
+        expire_time_s=None,
+        create_time_s=_secs(now_s, "creation time"),
+        writer_epoch=epoch,
+        name=WRITER_CHECKPOINT_NAME,
+    )
+
+
+def with_writer_checkpoint(m: Manifest, cp: Checkpoint) -> Manifest:
+    """``m`` with every writer checkpoint replaced by ``cp``."""
+    kept = tuple(c for c in m.checkpoints if not is_writer_checkpoint(c))
+    return replace(m, checkpoints=(*kept, cp))
+
+
+def without_writer_checkpoints(m: Manifest) -> Manifest:
+    return replace(m, checkpoints=tuple(c for c in m.checkpoints if not is_writer_checkpoint(c)))
+
+
+def replace_checkpoint(m: Manifest, old_id: uuid.UUID | None, new: Checkpoint) -> Manifest:
+    """Remove ``old_id`` (when present) and add ``new`` in one manifest version (0.17's
+    ``replace_checkpoint``)."""
+    kept = tuple(c for c in m.checkpoints if c.id != old_id and c.id != new.id)
+    return replace(m, checkpoints=(*kept, new))
+
+
+# ------------------------------------------------------------------ reader checkpoints
+def refresh_due(cp: Checkpoint, lifetime_s: float, now_s: float) -> bool:
+    """A reader refreshes its checkpoint once less than half of its lifetime is left."""
+    if cp.expire_time_s is None:
+        return False
+    return now_s > cp.expire_time_s - lifetime_s / 2
+
+
+def tree_changed(current: Manifest, latest: Manifest) -> bool:
+    """Whether a reader must re-establish its checkpoint (0.17's
+    ``should_reestablish_checkpoint``): compacted L0s, new L0 flushes, other sorted runs or
+    segments."""
+    return (
+        latest.last_compacted_l0_sst_view_id != current.last_compacted_l0_sst_view_id
+        or latest.last_l0_seq > current.last_l0_seq
+        or latest.compacted != current.compacted
+        or (latest.segments or ()) != (current.segments or ())
+    )
+
+
+def lsm_changed(current: Manifest, latest: Manifest) -> bool:
+    """Whether the set of L0 views or sorted runs differs (a writer re-establishes its
+    checkpoint then)."""
+    return latest.l0 != current.l0 or latest.compacted != current.compacted or (
+        (latest.segments or ()) != (current.segments or ())
+    )
+
+
+def plan_reader_checkpoint(
+    m: Manifest,
+    next_id: int,
+    checkpoint_id: uuid.UUID,
+    *,
+    lifetime_s: float,
+    now_s: float,
+    last_wal_id: int,
+    old_id: uuid.UUID | None = None,
+) -> Manifest | None:
+    """A reader establishes (or re-establishes, replacing ``old_id``) its checkpoint against
+    the version it writes (seed 002 "Establishing the Checkpoint"): ``manifest_id`` = that
+    version, expiry ``now + lifetime``, no metadata, and ``wal_id_last_seen`` raised to the
+    last WAL id the reader found. None when ``checkpoint_id`` is already there.
+
+    Raises:
+        InvalidDbStateError: the database is uninitialized or destroyed.
+    """
+    if m.checkpoint(checkpoint_id) is not None:
+        return None
+    check_writable_state(m, "reader checkpoint")
+    cp = new_checkpoint(m, next_id, now_s=now_s, lifetime_s=lifetime_s,
+                        checkpoint_id=checkpoint_id)
+    out = replace_checkpoint(m, old_id, cp)
+    if last_wal_id > out.wal_id_last_seen:
+        out = replace(out, wal_id_last_seen=last_wal_id)
+    return out

@@ -1,0 +1,169 @@
+"""Checkpoints (seed 002): create, refresh, delete and list, as the ``slate`` CLI does.
+
+A checkpoint created from the current manifest pins the version that first contains it
+(latest + 1); created from another checkpoint (``source``) it pins that checkpoint's
+manifest. Each change is one manifest CAS (:func:`slatelib.txn.update_versioned`), retried
+on conflicts, and safe to retry after a lost response.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.config import parse_duration
+from slatelib.core.checkpoints import (
+    add_checkpoint,
+    new_checkpoint,
+    remove_checkpoints,
+)
+from slatelib.core.checkpoints import (
+    refresh_checkpoint as refresh_rule,
+)
+from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.ids import parse_uuid
+from slatelib.objstore import ObjectStore
+from slatelib.paths import normalize_path
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.txn import update_versioned
+
+log = logging.getLogger(__name__)
+
+Lifetime = float | int | str | None
+"""Seconds, a humantime string (``"7days 30min 10s"``), or None for no expiry."""
+
+
+def lifetime_seconds(lifetime: Lifetime) -> float | None:
+    """Seconds of a lifetime argument (None stays None).
+
+    Raises:
+        InvalidArgumentError: not a duration, or negative.
+    """
+    if lifetime is None:
+        return None
+    return parse_duration(lifetime, what="checkpoint lifetime")
+
+
+def as_checkpoint_id(value: uuid.UUID | str) -> uuid.UUID:
+    """A checkpoint id from a UUID or its text.
+
+    Raises:
+        InvalidArgumentError: not a UUID.
+    """
+    return value if isinstance(value, uuid.UUID) else parse_uuid(value)
+
+
+def _manifests(path: str, store: ObjectStore | str) -> ManifestStore:
+    from slatelib.reader import resolve_store
+
+    return ManifestStore(resolve_store(store), normalize_path(path, what="database path"))
+
+
+def create_checkpoint(
+    path: str,
+    store: ObjectStore | str,
+    *,
+    lifetime: Lifetime = None,
+    source: uuid.UUID | str | None = None,
+    name: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Checkpoint:
+    """Create a checkpoint of the current manifest, or a copy of checkpoint ``source``.
+
+    Raises:
+        ManifestMissingError: no database at ``path``.
+        InvalidDbStateError: the database is uninitialized or destroyed, or ``source`` is
+            missing or expired.
+        InvalidArgumentError: a bad lifetime or id.
+    """
+    manifests = _manifests(path, store)
+    lifetime_s = lifetime_seconds(lifetime)
+    src = None if source is None else as_checkpoint_id(source)
+    checkpoint_id = uuid.uuid4()
+
+    def mutate(cur: StoredManifest) -> Manifest | None:
+        if cur.value.checkpoint(checkpoint_id) is not None:
+            return None  # our earlier attempt landed
+        cp = new_checkpoint(
+            cur.value, cur.id + 1, now_s=clock.now_ms() / 1000, lifetime_s=lifetime_s,
+            source=src, name=name, checkpoint_id=checkpoint_id,
+        )
+        return add_checkpoint(cur.value, cp)
+
+    stored = update_versioned(manifests, mutate, clock=clock)
+    cp = stored.value.checkpoint(checkpoint_id)
+    assert cp is not None
+    log.info("checkpoint created [path=%s, id=%s, manifest_id=%d, expire_time_s=%s]",
+             manifests.root, cp.id, cp.manifest_id, cp.expire_time_s)
+    return cp
+
+
+def refresh_checkpoint(
+    path: str,
+    store: ObjectStore | str,
+    checkpoint_id: uuid.UUID | str,
+    *,
+    lifetime: Lifetime = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Checkpoint:
+    """Set a checkpoint's expiry to now + ``lifetime`` (None: it never expires).
+
+    Raises:
+        ManifestMissingError: no database at ``path``.
+        InvalidDbStateError: no such checkpoint.
+        InvalidArgumentError: a bad lifetime or id.
+    """
+    manifests = _manifests(path, store)
+    lifetime_s = lifetime_seconds(lifetime)
+    cid = as_checkpoint_id(checkpoint_id)
+
+    def mutate(cur: StoredManifest) -> Manifest | None:
+        return refresh_rule(cur.value, cid, now_s=clock.now_ms() / 1000, lifetime_s=lifetime_s)
+
+    stored = update_versioned(manifests, mutate, clock=clock)
+    cp = stored.value.checkpoint(cid)
+    assert cp is not None
+    return cp
+
+
+def delete_checkpoint(
+    path: str, store: ObjectStore | str, checkpoint_id: uuid.UUID | str, *, clock: Clock = SYSTEM_CLOCK
+) -> bool:
+    """Delete a checkpoint; False when there was none with that id (as 0.17, not an error).
+
+    Raises:
+        ManifestMissingError: no database at ``path``.
+        InvalidArgumentError: a bad id.
+    """
+    manifests = _manifests(path, store)
+    cid = as_checkpoint_id(checkpoint_id)
+    found = False
+
+    def mutate(cur: StoredManifest) -> Manifest | None:
+        nonlocal found
+        out = remove_checkpoints(cur.value, {cid})
+        found = found or out is not None
+        return out
+
+    update_versioned(manifests, mutate, clock=clock)
+    if found:
+        log.info("checkpoint deleted [path=%s, id=%s]", manifests.root, cid)
+    return found
+
+
+def list_checkpoints(
+    path: str, store: ObjectStore | str, *, name: str | None = None
+) -> list[Checkpoint]:
+    """Checkpoints of the latest manifest, optionally only those named ``name`` (``""``
+    matches unnamed ones too, as in 0.17's ``Admin.list_checkpoints``).
+
+    Raises:
+        ManifestMissingError: no database at ``path``.
+    """
+    m = _manifests(path, store).read_latest().value
+    if name is None:
+        return list(m.checkpoints)
+    if name == "":
+        return [c for c in m.checkpoints if not c.name]
+    return [c for c in m.checkpoints if c.name == name]

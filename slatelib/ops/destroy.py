@@ -1,0 +1,207 @@
+"""Destroying a database (seed 002 "Deleting a Database").
+
+Soft (default): fence the writer (bump ``writer_epoch`` and write a WAL fence), drop the
+writer checkpoint, then set ``destroyed_at_s``; the garbage collector deletes the database
+after its grace period once no checkpoint is left. The same CAS also bumps
+``compactor_epoch``: a running compactor would otherwise write the next manifest and, like
+every 0.17.0 process, erase ``destroyed_at_s`` (see ``docs/rfcs/0002``).
+
+Hard: refuse while any checkpoint other than a writer's is unexpired; otherwise set
+``destroyed_at_s`` (fencing writer and compactor), remove this database's final
+checkpoints from the databases it was cloned from (as 0.17's ``Admin.delete_db``), write a
+``.deleting`` marker, delete every object of the database's layout (``manifest/``,
+``wal/``, ``compacted/``, ``compactions/``, ``gc/``) with the current manifest last, then
+the marker. A rerun after a crash finishes the job: the manifest (deleted last) or the
+marker proves the path is a database. Objects under the path outside that layout (for
+example another database nested below it) are left alone and reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, replace
+from functools import partial
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.core.checkpoints import (
+    is_writer_checkpoint,
+    remove_checkpoints,
+    without_writer_checkpoints,
+)
+from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.errors import InvalidDbStateError, ManifestMissingError, ObjectMissingError
+from slatelib.objstore import ObjectStore
+from slatelib.paths import DbPaths, is_under, join, normalize_path
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.wal_store import WalStore
+from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.writer.fencing import fence_wal
+
+log = logging.getLogger(__name__)
+
+DELETING_MARKER = ".deleting"
+
+
+@dataclass(frozen=True)
+class DestroyReport:
+    """What :func:`destroy` did."""
+
+    path: str
+    soft: bool
+    destroyed_at_s: int | None
+    deleted_objects: int = 0
+    released_parents: tuple[str, ...] = ()
+    kept_objects: tuple[str, ...] = ()
+
+
+def live_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
+    """Unexpired checkpoints that block a hard destroy (writer checkpoints do not)."""
+    return [c for c in m.checkpoints if not c.is_expired(now_s) and not is_writer_checkpoint(c)]
+
+
+def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
+    """Fence writer and compactor, drop writer checkpoints, set ``destroyed_at_s`` (one
+    CAS, hard destroy). None when the database is already marked.
+
+    Raises:
+        InvalidDbStateError: unexpired checkpoints remain.
+    """
+    live = live_checkpoints(m, now_s)
+    if live:
+        raise InvalidDbStateError(
+            "refusing to hard-destroy a database with unexpired checkpoints: "
+            + ", ".join(f"{c.id} (manifest {c.manifest_id}, expires "
+                        f"{c.expire_time_s if c.expire_time_s is not None else 'never'})"
+                        for c in live)
+        )
+    if m.destroyed_at_s is not None:
+        return None
+    return replace(without_writer_checkpoints(m), writer_epoch=m.writer_epoch + 1,
+                   compactor_epoch=m.compactor_epoch + 1, destroyed_at_s=now_s)
+
+
+def destroy(
+    path: str, store: ObjectStore | str, soft: bool = True, *, clock: Clock = SYSTEM_CLOCK
+) -> DestroyReport:
+    """Destroy the database at ``path`` (soft by default; see the module docstring).
+
+    Raises:
+        ManifestMissingError: no database at ``path`` (and, hard, no unfinished deletion).
+        InvalidDbStateError: (hard) unexpired checkpoints remain, or the path holds objects
+            but no database.
+        FencedError: (soft) a writer opened the database while it was being destroyed.
+    """
+    from slatelib.reader import resolve_store
+
+    root = normalize_path(path, what="database path", allow_empty=False)
+    obj = resolve_store(store)
+    manifests = ManifestStore(obj, root)
+    if soft:
+        return _soft(obj, manifests, clock)
+    return _hard(obj, manifests, clock)
+
+
+def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
+    latest = manifests.read_latest()
+    if latest.value.destroyed_at_s is not None:
+        return DestroyReport(manifests.root, True, latest.value.destroyed_at_s)
+
+    def claim(cur: StoredManifest) -> Manifest | None:
+        m = cur.value
+        if m.destroyed_at_s is not None:
+            return None
+        return replace(without_writer_checkpoints(m), writer_epoch=m.writer_epoch + 1,
+                       compactor_epoch=m.compactor_epoch + 1)
+
+    claimed = update_versioned(manifests, claim, clock=clock, current=latest)
+    epoch = claimed.value.writer_epoch
+    if claimed.value.destroyed_at_s is None:
+        fence_wal(store, WalStore(store, manifests.root), manifests, claimed.value, epoch)
+
+    def mark(cur: StoredManifest) -> Manifest | None:
+        check_writer_epoch(cur.value, epoch)
+        if cur.value.destroyed_at_s is not None:
+            return None
+        return replace(cur.value, destroyed_at_s=clock.now_ms() // 1000)
+
+    done = update_versioned(manifests, mark, clock=clock)
+    log.info("database soft-destroyed [path=%s, destroyed_at_s=%s]", manifests.root,
+             done.value.destroyed_at_s)
+    return DestroyReport(manifests.root, True, done.value.destroyed_at_s)
+
+
+def _layout_objects(store: ObjectStore, paths: DbPaths) -> list[str]:
+    out: list[str] = []
+    for d in _dirs(paths):
+        out.extend(m.path for m in store.list(d))
+    return out
+
+
+def _without_checkpoint(cur: StoredManifest, *, checkpoint_id: uuid.UUID) -> Manifest | None:
+    return remove_checkpoints(cur.value, {checkpoint_id})
+
+
+def _release_parents(store: ObjectStore, m: Manifest, clock: Clock) -> tuple[str, ...]:
+    released = []
+    for e in m.external_dbs:
+        final = e.final_checkpoint_id
+        if final is None:
+            continue
+        parent = ManifestStore(store, e.path)
+        try:
+            update_versioned(parent, partial(_without_checkpoint, checkpoint_id=final), clock=clock)
+        except ManifestMissingError:
+            continue  # the parent is gone already
+        released.append(e.path)
+    return tuple(released)
+
+
+def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
+    root = manifests.root
+    paths = DbPaths(root)
+    marker = join(root, DELETING_MARKER)
+    latest = manifests.try_read_latest()
+    released: tuple[str, ...] = ()
+    destroyed_at: int | None = None
+    if latest is None:
+        if not _exists(store, marker):
+            leftovers = _layout_objects(store, paths)
+            if leftovers:
+                raise InvalidDbStateError(
+                    f"{root!r} holds {len(leftovers)} objects but no manifest and no "
+                    f"{DELETING_MARKER} marker: not deleting something that is not a database"
+                )
+            raise ManifestMissingError(f"no database at {root!r}", path=paths.manifest_dir)
+    else:
+        def mark(cur: StoredManifest) -> Manifest | None:
+            return plan_hard_destroy_mark(cur.value, clock.now_ms() // 1000)
+
+        latest = update_versioned(manifests, mark, clock=clock, current=latest)
+        destroyed_at = latest.value.destroyed_at_s
+        released = _release_parents(store, latest.value, clock)
+        store.put(marker, b"")
+    current = None if latest is None else manifests.path(latest.id)
+    objects = [p for p in _layout_objects(store, paths) if p != current]
+    store.delete_many(objects)
+    if current is not None:
+        store.delete(current)
+        objects.append(current)
+    kept = tuple(m.path for m in store.list(root)
+                 if m.path != marker and not any(is_under(m.path, d) for d in _dirs(paths)))
+    store.delete(marker)
+    log.info("database hard-destroyed [path=%s, deleted=%d, kept=%d]", root, len(objects), len(kept))
+    return DestroyReport(root, False, destroyed_at, len(objects), released, kept)
+
+
+def _dirs(paths: DbPaths) -> tuple[str, ...]:
+    return (paths.manifest_dir, paths.wal_dir, paths.compacted_dir, paths.compactions_dir,
+            paths.gc_dir)
+
+
+def _exists(store: ObjectStore, path: str) -> bool:
+    try:
+        store.head(path)
+    except ObjectMissingError:
+        return False
+    return True

@@ -1,0 +1,250 @@
+"""Opening a database for writing: epoch claim, WAL fence, fence window (seed 000/002, 0.17).
+
+1. Create manifest 1 when the database does not exist (create-if-absent; a lost race just
+   means someone else created it).
+2. Claim ``writer_epoch + 1`` with a manifest CAS that also replaces every earlier writer
+   checkpoint with ours (pinned to the claiming version). Older writers fail their next
+   manifest update.
+3. Fence the WAL as 0.17 does: a zero-byte object at the first WAL id after the contiguous
+   run above ``replay_after_wal_id`` (found by listing: a gap left by a crash must not be
+   jumped over); when an older writer took that id first, refresh the manifest (are we
+   still the newest?) and try the next free one.
+4. Fence window: slatelib writers keep up to ``wal_max_in_flight`` WAL writes in flight, so
+   an older writer may still land WAL SSTs just after our fence, and a crashed one may have
+   left some behind a gap. We also write zero-byte fences at the next
+   :data:`WAL_FENCE_WINDOW` - 1 ids (and up to the highest WAL id present), in order. A
+   still-running older writer's late WAL write then fails, and an object that an older
+   writer already left there is replaced by a fence: its rows were never acknowledged,
+   because that writer acknowledges in WAL order and lost our fence's id. Without this,
+   those rows would become visible after our fence and break the "state is a prefix of
+   the acknowledged writes" guarantee. Ids are filled in increasing order, so every id
+   below the one being replaced exists, and no newer writer can choose it for its fence.
+5. Refresh the manifest: a newer writer that claimed meanwhile fences us right away.
+
+Replay then covers ``(replay_after_wal_id, last fence]`` and the first data WAL id is the
+one after the window.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from slatelib.clock import Clock
+from slatelib.core.manifest import Manifest
+from slatelib.errors import (
+    AlreadyExistsError,
+    CommitStateUnknownError,
+    ConflictError,
+    CorruptObjectError,
+    ObjectMissingError,
+    UnavailableError,
+)
+from slatelib.objstore import ObjectStore
+from slatelib.paths import file_name, parse_wal_name
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.wal_store import WalStore
+from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.writer.manifest_rules import check_openable, plan_writer_claim
+
+log = logging.getLogger(__name__)
+
+WAL_FENCE_WINDOW = 8
+"""Fences written on open; ``wal_max_in_flight`` may not exceed it."""
+MAX_WAL_SCAN = 4096
+"""How far above the fence a stray WAL object may lie before open refuses (a corrupt layout)."""
+_MAX_FENCE_ATTEMPTS = 10_000
+_REFRESH_EVERY = 4
+
+
+@dataclass(frozen=True)
+class WriterClaim:
+    """The outcome of opening: the latest manifest, our epoch and WAL position."""
+
+    manifest: StoredManifest
+    epoch: int
+    checkpoint_id: uuid.UUID
+    fence_wal_id: int
+    last_fence_wal_id: int
+
+
+def ensure_database(manifests: ManifestStore) -> StoredManifest:
+    """The latest manifest, creating the database (manifest 1) when there is none."""
+    latest = manifests.try_read_latest()
+    while latest is None:
+        try:
+            return manifests.write(1, Manifest.initial())
+        except ConflictError:
+            latest = manifests.try_read_latest()
+        except CommitStateUnknownError:
+            latest = manifests.try_read_latest()
+    return latest
+
+
+def claim_epoch(
+    manifests: ManifestStore, current: StoredManifest, clock: Clock
+) -> tuple[StoredManifest, int, uuid.UUID]:
+    """Bump ``writer_epoch`` with our writer checkpoint (steps 2).
+
+    Raises:
+        FencedError: a newer writer claimed right after us.
+        InvalidDbStateError / UnsupportedFeatureError: the database cannot be opened.
+    """
+    checkpoint_id = uuid.uuid4()
+    path = manifests.root
+
+    def mutate(cur: StoredManifest) -> Manifest | None:
+        return plan_writer_claim(
+            cur.value, cur.id + 1, checkpoint_id, now_s=clock.now_ms() / 1000, path=path
+        )
+
+    stored = update_versioned(manifests, mutate, clock=clock, current=current)
+    mine = stored.value.checkpoint(checkpoint_id)
+    if mine is None or mine.writer_epoch is None:  # pragma: no cover - mutate guarantees it
+        raise CorruptObjectError(f"writer checkpoint {checkpoint_id} missing after the claim")
+    return stored, mine.writer_epoch, checkpoint_id
+
+
+def _refresh_epoch(manifests: ManifestStore, epoch: int) -> StoredManifest:
+    latest = manifests.read_latest()
+    check_writer_epoch(latest.value, epoch)
+    return latest
+
+
+def _exists(store: ObjectStore, path: str) -> bool:
+    try:
+        store.head(path)
+    except ObjectMissingError:
+        return False
+    return True
+
+
+def _wal_ids_above(store: ObjectStore, wal: WalStore, after: int) -> list[int]:
+    ids = []
+    for meta in store.list(wal.paths.wal_dir, start_after=wal.path(after)):
+        wid = parse_wal_name(file_name(meta.path))
+        if wid is not None and wid > after:
+            ids.append(wid)
+    ids.sort()
+    return ids
+
+
+def first_gap(after: int, ids: list[int]) -> int:
+    """The first WAL id above ``after`` that ``ids`` (sorted) does not contain. Pure."""
+    expected = after + 1
+    for wid in ids:
+        if wid == expected:
+            expected += 1
+        elif wid > expected:
+            break
+    return expected
+
+
+def fence_wal(
+    store: ObjectStore, wal: WalStore, manifests: ManifestStore, manifest: Manifest, epoch: int
+) -> int:
+    """Write the zero-byte fence at the first free WAL id (step 3); returns its id.
+
+    The WAL head is found by listing, not by 0.17's exponential probe, which would jump over
+    a gap that a crashed writer with several WAL writes in flight can leave behind.
+
+    Raises:
+        FencedError: a newer writer owns the database.
+        UnavailableError: the fence could not be placed after many attempts.
+    """
+    after = manifest.replay_after_wal_id
+    wal_id = first_gap(after, _wal_ids_above(store, wal, after))
+    for attempt in range(1, _MAX_FENCE_ATTEMPTS + 1):
+        path = wal.path(wal_id)
+        try:
+            store.put_if_absent(path, b"")
+            return wal_id
+        except AlreadyExistsError:
+            pass
+        except CommitStateUnknownError:
+            if not _exists(store, path):
+                continue  # it did not land: retry the same id
+            # An empty object is there: ours or another opener's; take the next id.
+        if attempt % _REFRESH_EVERY == 1:
+            _refresh_epoch(manifests, epoch)
+        # An older writer is still writing: jump to its current head (0.17 steps by one,
+        # which a fast writer can outrun for as long as it keeps writing).
+        wal_id = first_gap(wal_id, _wal_ids_above(store, wal, wal_id))
+    raise UnavailableError(f"could not place a WAL fence after {_MAX_FENCE_ATTEMPTS} attempts")
+
+
+def _highest_wal_above(store: ObjectStore, wal: WalStore, wal_id: int) -> int:
+    return max(_wal_ids_above(store, wal, wal_id), default=wal_id)
+
+
+def _neutralize(
+    store: ObjectStore, manifests: ManifestStore, path: str, epoch: int
+) -> None:
+    """Make sure the object at ``path`` is a zero-byte fence."""
+    for _ in range(5):
+        try:
+            data = store.get(path)
+        except ObjectMissingError:
+            try:
+                store.put_if_absent(path, b"")
+                return
+            except AlreadyExistsError:
+                continue
+        if not data:
+            return
+        _refresh_epoch(manifests, epoch)
+        log.warning("replacing an unacknowledged WAL SST of an older writer with a fence "
+                    "[path=%s, bytes=%d]", path, len(data))
+        store.put(path, b"")
+        return
+    raise UnavailableError(f"could not fence {path}: it keeps changing")
+
+
+def fill_fence_window(
+    store: ObjectStore, wal: WalStore, manifests: ManifestStore, fence_id: int, epoch: int,
+    window: int = WAL_FENCE_WINDOW,
+) -> int:
+    """Fence ``fence_id + 1 ..`` the end of the window (step 4); returns the last fenced id.
+
+    Raises:
+        FencedError: a newer writer owns the database.
+        CorruptObjectError: WAL objects far above the WAL head.
+    """
+    top = _highest_wal_above(store, wal, fence_id)
+    if top - fence_id > MAX_WAL_SCAN:
+        raise CorruptObjectError(
+            f"WAL object {top} lies {top - fence_id} ids above the WAL head {fence_id}; "
+            "refusing to open (the WAL layout is not one SlateDB writes)",
+            path=wal.path(top),
+        )
+    last = max(fence_id + window - 1, top)
+    for wal_id in range(fence_id + 1, last + 1):
+        path = wal.path(wal_id)
+        try:
+            store.put_if_absent(path, b"")
+        except (AlreadyExistsError, CommitStateUnknownError):
+            _neutralize(store, manifests, path, epoch)
+    return last
+
+
+def open_for_write(
+    store: ObjectStore, manifests: ManifestStore, wal: WalStore, clock: Clock,
+    *, window: int = WAL_FENCE_WINDOW,
+) -> WriterClaim:
+    """Steps 1-5 of the module docstring.
+
+    Raises:
+        FencedError: a newer writer claimed the database while we opened it.
+        InvalidDbStateError: uninitialized or destroyed database.
+        UnsupportedFeatureError: segments or a separate WAL store.
+    """
+    current = ensure_database(manifests)
+    check_openable(current.value, manifests.root)
+    claimed, epoch, checkpoint_id = claim_epoch(manifests, current, clock)
+    fence_id = fence_wal(store, wal, manifests, claimed.value, epoch)
+    last = fill_fence_window(store, wal, manifests, fence_id, epoch, window)
+    latest = _refresh_epoch(manifests, epoch)
+    log.info("writer opened [path=%s, epoch=%d, fence_wal_id=%d, last_fence_wal_id=%d]",
+             manifests.root, epoch, fence_id, last)
+    return WriterClaim(latest, epoch, checkpoint_id, fence_id, last)

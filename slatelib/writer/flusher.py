@@ -1,0 +1,263 @@
+"""The writer's manifest thread: memtable flushes to L0 and manifest polling.
+
+One thread does every manifest write of the writer, so flush commits, checkpoint moves and
+polls never race each other:
+
+- **Flush** (oldest immutable memtable first): encode its rows as an L0 SST (expired
+  values become tombstones, merge operands are folded, older versions dropped; see
+  :mod:`slatelib.writer.retention`), upload it under a fresh ULID, then commit the manifest
+  with a CAS rebased on the latest version (:func:`plan_flush_commit`). A crash between
+  upload and commit leaves an unreferenced SST for GC; the rows are still in the WAL.
+- **Back-pressure**: no new L0 is added while ``l0_max_ssts`` L0 views exist; the thread
+  polls the manifest until a compactor makes room (writers block meanwhile once
+  ``max_unflushed_bytes`` is buffered).
+- **Poll** every ``manifest_poll_interval``: a higher writer epoch fences the writer; a
+  changed LSM tree (a compactor commit) is adopted for reads and the writer checkpoint is
+  re-established on the new version (seed 002).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Protocol
+
+from slatelib.clock import Clock
+from slatelib.core.checkpoints import lsm_changed
+from slatelib.core.manifest import Manifest, SstHandle
+from slatelib.core.merge import MergeOperator
+from slatelib.errors import StorageError, UnavailableError
+from slatelib.format.sst import SstWriter, SstWriterOptions
+from slatelib.ids import UlidGenerator
+from slatelib.objstore import ObjectStore
+from slatelib.paths import DbPaths
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.writer.manifest_rules import L0Flush, plan_checkpoint_move, plan_flush_commit
+from slatelib.writer.memtables import WalMemTable
+from slatelib.writer.retention import l0_rows
+from slatelib.writer.uploads import put_new_object
+
+log = logging.getLogger(__name__)
+
+FLUSH_ATTEMPTS = 8
+_MAX_BACKOFF_S = 5.0
+
+
+class FlusherHost(Protocol):
+    """What the flusher needs from the writer."""
+
+    def current_manifest(self) -> StoredManifest: ...
+
+    def oldest_imm(self) -> WalMemTable | None: ...
+
+    def last_acked_wal_id(self) -> int: ...
+
+    def on_flushed(self, imm: WalMemTable, stored: StoredManifest) -> None: ...
+
+    def on_manifest(self, stored: StoredManifest) -> None: ...
+
+    def on_fatal(self, exc: BaseException) -> None: ...
+
+
+class Flusher:
+    """Background flush-and-poll thread of one writer (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: FlusherHost,
+        *,
+        store: ObjectStore,
+        manifests: ManifestStore,
+        epoch: int,
+        sst_options: SstWriterOptions,
+        merge_operator: MergeOperator | None,
+        l0_max_ssts: int,
+        poll_interval_s: float,
+        clock: Clock,
+    ) -> None:
+        self._host = host
+        self._store = store
+        self._manifests = manifests
+        self._paths = DbPaths(manifests.root)
+        self._epoch = epoch
+        self._opts = sst_options
+        self._merge_operator = merge_operator
+        self._l0_max = max(1, l0_max_ssts)
+        self._interval = poll_interval_s
+        self._clock = clock
+        self._ids = UlidGenerator()
+        self._cond = threading.Condition()
+        self._wake = False
+        self._stop = False
+        self._polls: list[Future[None]] = []
+        self._next_poll = clock.monotonic_s() + poll_interval_s
+        self.blocked_on_l0 = False
+        self._thread = threading.Thread(target=self._run, name="slatelib-flusher", daemon=True)
+        self._thread.start()
+
+    # --------------------------------------------------------------- control
+    def notify(self) -> None:
+        """A memtable was frozen (or a flush was requested)."""
+        with self._cond:
+            self._wake = True
+            self._cond.notify_all()
+
+    def request_poll(self) -> Future[None]:
+        """Poll the manifest now; the future completes after the poll (errors included)."""
+        fut: Future[None] = Future()
+        with self._cond:
+            if self._stop:
+                fut.set_exception(UnavailableError("the writer's flusher has stopped"))
+                return fut
+            self._polls.append(fut)
+            self._cond.notify_all()
+        return fut
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    # ------------------------------------------------------------------ loop
+    def _run(self) -> None:
+        polls: list[Future[None]] = []
+        try:
+            while True:
+                with self._cond:
+                    work = self._wait_for_work()
+                    if work is None:
+                        return
+                    polls = work
+                now = self._clock.monotonic_s()
+                if polls or now >= self._next_poll:
+                    self._poll()
+                    self._next_poll = self._clock.monotonic_s() + self._interval
+                for f in polls:
+                    f.set_result(None)
+                polls = []
+                self._flush_ready()
+        except BaseException as exc:  # noqa: BLE001 - reported to the writer and its callers
+            log.error("writer flusher stopped [path=%s, error=%s]", self._manifests.root, exc)
+            self._host.on_fatal(exc)
+            with self._cond:
+                pending, self._polls = self._polls, []
+                self._stop = True
+            for f in (*polls, *pending):
+                if not f.done():
+                    f.set_exception(exc)
+
+    def _wait_for_work(self) -> list[Future[None]] | None:
+        while True:
+            if self._stop:
+                return None
+            polls, self._polls = self._polls, []
+            due = self._clock.monotonic_s() >= self._next_poll
+            ready = self._wake and not self.blocked_on_l0
+            if polls or due or ready:
+                self._wake = False
+                return polls
+            self._cond.wait(max(0.001, self._next_poll - self._clock.monotonic_s()))
+
+    # ----------------------------------------------------------------- polls
+    def _poll(self) -> None:
+        latest = self._manifests.read_latest()
+        check_writer_epoch(latest.value, self._epoch)
+        local = self._host.current_manifest()
+        if latest.id <= local.id:
+            return
+        if lsm_changed(local.value, latest.value):
+            checkpoint_id = uuid.uuid4()
+
+            def mutate(cur: StoredManifest) -> Manifest | None:
+                return plan_checkpoint_move(
+                    cur.value, cur.id + 1, epoch=self._epoch, checkpoint_id=checkpoint_id,
+                    now_s=self._clock.now_ms() / 1000,
+                )
+
+            latest = update_versioned(self._manifests, mutate, clock=self._clock, current=latest)
+            log.info("writer adopted manifest [path=%s, id=%d, l0=%d, runs=%d]",
+                     self._manifests.root, latest.id, len(latest.value.l0),
+                     len(latest.value.compacted))
+        self._host.on_manifest(latest)
+
+    # --------------------------------------------------------------- flushes
+    def _l0_full(self) -> bool:
+        return len(self._host.current_manifest().value.l0) >= self._l0_max
+
+    def _flush_ready(self) -> None:
+        while not self._stop:
+            imm = self._host.oldest_imm()
+            if imm is None:
+                self.blocked_on_l0 = False
+                return
+            if self._l0_full():
+                self._poll()
+                if self._l0_full():
+                    if not self.blocked_on_l0:
+                        log.warning("l0 full, waiting for compaction [path=%s, l0_max_ssts=%d]",
+                                    self._manifests.root, self._l0_max)
+                    self.blocked_on_l0 = True
+                    return
+            self.blocked_on_l0 = False
+            self._with_retries(partial(self._flush_one, imm))
+
+    def _with_retries(self, fn: Callable[[], None]) -> None:
+        delay = 0.1
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                fn()
+                return
+            except StorageError:
+                raise
+            except UnavailableError as exc:
+                if attempt >= FLUSH_ATTEMPTS:
+                    raise
+                log.warning("memtable flush failed, retrying [attempt=%d, error=%s]", attempt, exc)
+                self._clock.sleep(delay)
+                delay = min(delay * 2, _MAX_BACKOFF_S)
+
+    def _upload(self, imm: WalMemTable) -> SstHandle | None:
+        writer = SstWriter(self._opts)
+        writer.add_all(l0_rows(
+            imm.table.rows(), merge_operator=self._merge_operator,
+            compaction_start_ts=imm.last_tick, retention_min_seq=imm.last_seq,
+        ))
+        if writer.num_rows == 0:
+            return None
+        encoded = writer.finish()
+        sst_id = self._ids.new(self._clock.now_ms())
+        put_new_object(self._store, self._paths.compacted(sst_id), encoded.to_bytes(),
+                       clock=self._clock)
+        return SstHandle(sst_id, encoded.info, encoded.format_version)
+
+    def _flush_one(self, imm: WalMemTable) -> None:
+        handle = self._upload(imm)
+        flush = L0Flush(
+            handle=handle,
+            last_seq=imm.last_seq,
+            replay_after_wal_id=imm.last_wal_id,
+            wal_id_last_seen=max(imm.last_wal_id, self._host.last_acked_wal_id()),
+            last_tick=imm.last_tick,
+            tracker=tuple(imm.tracker),
+        )
+        checkpoint_id = uuid.uuid4()
+
+        def mutate(cur: StoredManifest) -> Manifest | None:
+            return plan_flush_commit(
+                cur.value, cur.id + 1, flush, epoch=self._epoch, checkpoint_id=checkpoint_id,
+                now_s=self._clock.now_ms() / 1000,
+            )
+
+        stored = update_versioned(
+            self._manifests, mutate, clock=self._clock, current=self._host.current_manifest()
+        )
+        log.info("memtable flushed [path=%s, manifest_id=%d, last_seq=%d, replay_after_wal_id=%d]",
+                 self._manifests.root, stored.id, flush.last_seq, flush.replay_after_wal_id)
+        self._host.on_flushed(imm, stored)

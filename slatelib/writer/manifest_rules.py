@@ -1,0 +1,178 @@
+"""Manifest changes a writer makes (spec 5.5.4 and 11, seed 002). Pure.
+
+Every function takes the latest manifest as stored (and the id it will be written under,
+``next_id``) and returns the manifest to write, or None when nothing needs writing. They
+are used as ``mutate`` callbacks of :func:`slatelib.txn.update_versioned`, so they are
+idempotent: called again on a manifest where the change already landed (a lost response),
+they return None. A higher ``writer_epoch`` in the manifest raises :class:`FencedError`.
+
+The writer owns L0 and the replay bookkeeping (``replay_after_wal_id``,
+``wal_id_last_seen``, ``last_l0_seq``, ``last_l0_clock_tick``, ``recent_snapshot_min_seq``,
+``sequence_tracker``); everything else (sorted runs, compacted-L0 marker, checkpoints of
+others, ``compactor_epoch``) is taken from the latest manifest, which is how a flush is
+rebased on a compactor commit: 0.17's ``merge_remote_manifest``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from slatelib.core.checkpoints import (
+    check_writable_state,
+    is_writer_checkpoint,
+    with_writer_checkpoint,
+    writer_checkpoint,
+)
+from slatelib.core.manifest import EMPTY_SEQUENCE_TRACKER, Manifest, SstHandle, SstView
+from slatelib.errors import FencedError, UnsupportedFeatureError
+from slatelib.format.seq_tracker import Pair, decode_seq_tracker, encode_seq_tracker, track_all
+from slatelib.txn import check_writer_epoch
+
+
+@dataclass(frozen=True)
+class L0Flush:
+    """What one memtable flush adds to the manifest.
+
+    ``handle`` is None when retention left no row (every row an expired merge operand);
+    the bookkeeping still advances then, as in 0.17.
+    """
+
+    handle: SstHandle | None
+    last_seq: int
+    replay_after_wal_id: int
+    wal_id_last_seen: int
+    last_tick: int
+    tracker: tuple[Pair, ...] = ()
+
+
+def check_openable(m: Manifest, path: str) -> None:
+    """Refuse databases this writer cannot open.
+
+    Raises:
+        InvalidDbStateError: uninitialized (a clone being created) or destroyed.
+        UnsupportedFeatureError: segments (RFC-0024) or a separate WAL object store.
+    """
+    check_writable_state(m, f"open writer on {path!r}")
+    if m.has_segments:
+        raise UnsupportedFeatureError(
+            f"{path!r} uses segments (segment extractor {m.segment_extractor_name!r}); "
+            "the slatelib writer does not support them"
+        )
+    if m.wal_object_store_uri is not None:
+        raise UnsupportedFeatureError(f"{path!r} keeps its WAL in a separate object store")
+
+
+def plan_writer_claim(
+    m: Manifest, next_id: int, checkpoint_id: uuid.UUID, *, now_s: float, path: str = ""
+) -> Manifest | None:
+    """Claim the next writer epoch and replace every writer checkpoint with ours (seed 002
+    "Establishing Initial Checkpoint"). None when our claim already landed.
+
+    Raises:
+        FencedError: our claim landed but a newer writer claimed after it.
+        InvalidDbStateError / UnsupportedFeatureError: see :func:`check_openable`.
+    """
+    mine = m.checkpoint(checkpoint_id)
+    if mine is not None:
+        if mine.writer_epoch != m.writer_epoch:
+            raise FencedError(
+                f"fenced while opening: writer epoch {m.writer_epoch} claimed after ours "
+                f"({mine.writer_epoch})"
+            )
+        return None
+    check_openable(m, path)
+    epoch = m.writer_epoch + 1
+    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    return replace(with_writer_checkpoint(m, cp), writer_epoch=epoch)
+
+
+def prune_external_sst_ids(m: Manifest) -> Manifest:
+    """Drop external SST ids no view references any more (0.17 keeps empty entries: the GC
+    detaches them)."""
+    if not m.external_dbs:
+        return m
+    used = m.referenced_sst_ids()
+    pruned = tuple(
+        replace(e, sst_ids=tuple(s for s in e.sst_ids if s in used)) for e in m.external_dbs
+    )
+    return m if pruned == m.external_dbs else replace(m, external_dbs=pruned)
+
+
+def _tracker(m: Manifest, samples: Sequence[Pair]) -> bytes:
+    if not samples:
+        return m.sequence_tracker if m.sequence_tracker is not None else EMPTY_SEQUENCE_TRACKER
+    pairs = decode_seq_tracker(m.sequence_tracker) if m.sequence_tracker else []
+    return encode_seq_tracker(track_all(pairs, samples))
+
+
+def plan_flush_commit(
+    m: Manifest,
+    next_id: int,
+    flush: L0Flush,
+    *,
+    epoch: int,
+    checkpoint_id: uuid.UUID,
+    now_s: float,
+) -> Manifest | None:
+    """Add one flushed memtable to the latest manifest (rebased on whatever a compactor
+    committed), and move the writer checkpoint to ``next_id``. None when this flush
+    already landed (``last_l0_seq`` reached).
+
+    Raises:
+        FencedError: a newer writer epoch is in the manifest.
+        UnsupportedFeatureError: the manifest gained segments.
+    """
+    check_writer_epoch(m, epoch)
+    if m.last_l0_seq >= flush.last_seq:
+        return None
+    if m.has_segments:
+        raise UnsupportedFeatureError("the manifest has segments; the writer cannot flush to it")
+    out = m
+    if flush.handle is not None:
+        view = SstView.identity(flush.handle.id)
+        out = out.with_trees(l0=(view, *m.l0), new_ssts=(flush.handle,))
+    out = replace(
+        out,
+        replay_after_wal_id=max(m.replay_after_wal_id, flush.replay_after_wal_id),
+        wal_id_last_seen=max(m.wal_id_last_seen, flush.wal_id_last_seen, flush.replay_after_wal_id),
+        last_l0_seq=flush.last_seq,
+        last_l0_clock_tick=max(m.last_l0_clock_tick, flush.last_tick),
+        recent_snapshot_min_seq=flush.last_seq,
+        sequence_tracker=_tracker(m, flush.tracker),
+    )
+    out = prune_external_sst_ids(out)
+    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    return with_writer_checkpoint(out, cp)
+
+
+def plan_checkpoint_move(
+    m: Manifest, next_id: int, *, epoch: int, checkpoint_id: uuid.UUID, now_s: float
+) -> Manifest | None:
+    """Re-establish the writer checkpoint on the next version after the LSM tree changed
+    under the writer (a compactor commit). None when ``checkpoint_id`` is already there.
+
+    Raises:
+        FencedError: a newer writer epoch is in the manifest.
+    """
+    check_writer_epoch(m, epoch)
+    if m.checkpoint(checkpoint_id) is not None:
+        return None
+    out = prune_external_sst_ids(m)
+    return with_writer_checkpoint(
+        out, writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    )
+
+
+def plan_writer_release(m: Manifest, epoch: int) -> Manifest | None:
+    """Remove this writer's checkpoint on a clean close; None when it is gone already or a
+    newer writer owns the database (which removed it when it opened)."""
+    if m.writer_epoch != epoch:
+        return None
+    kept = tuple(
+        c for c in m.checkpoints if not (is_writer_checkpoint(c) and c.writer_epoch in (epoch, None))
+    )
+    if len(kept) == len(m.checkpoints):
+        return None
+    return replace(m, checkpoints=kept)

@@ -1,0 +1,160 @@
+"""Clones (seed 002): the pure manifest plan, the steps, nesting, and retries after crashes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from slatelib import Db, DbReader, create_checkpoint, create_clone
+from slatelib.core.manifest import ExternalDb, Manifest, SortedRun, SstView
+from slatelib.errors import (
+    InvalidArgumentError,
+    InvalidDbStateError,
+    ManifestMissingError,
+)
+from slatelib.ids import Ulid
+from slatelib.objstore import ObjectStore, RetryingObjectStore, open_raw_store
+from slatelib.ops.clone import EPHEMERAL_CHECKPOINT_LIFETIME_S, plan_clone_manifest
+from slatelib.paths import DbPaths
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.testing.clock import FakeClock
+from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
+from tests.unit.writer.support import writer_settings
+from tests.unit.writer.test_manifest_rules import handle
+
+NOW_MS = 1_750_000_000_000
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW_MS)
+
+
+@pytest.fixture
+def raw() -> ObjectStore:
+    return open_raw_store(f"memory://{uuid.uuid4().hex}/")
+
+
+def make_parent(store: ObjectStore, clock: FakeClock, path: str = "parent") -> None:
+    """L0 data, a sorted run is not needed; WAL-only rows that the clone must copy."""
+    db = Db.open(path, store, writer_settings(), clock=clock)
+    db.put(b"flushed", b"1")
+    db.flush()
+    db.put(b"wal", b"2")
+    db.close(flush=None)  # "wal" stays in the WAL only
+    # a managed reader raises wal_id_last_seen to the WAL it saw (seed 002)
+    DbReader.open(path, store, settings=writer_settings(), clock=clock, auto_refresh=False).close()
+
+
+def test_plan_copies_the_parent_state_and_points_at_its_ssts() -> None:
+    parent = Manifest().with_trees(l0=[SstView.identity(Ulid(1))], compacted=[
+        SortedRun(0, (SstView.identity(Ulid(2)), SstView.identity(Ulid(3))))],
+        new_ssts=[handle(1), handle(2), handle(3)])
+    grand = ExternalDb("grand", uuid.uuid4(), uuid.uuid4(), (Ulid(3),))
+    released = ExternalDb("old", uuid.uuid4(), uuid.uuid4(), ())
+    parent = replace(parent, external_dbs=(released, grand), writer_epoch=4, compactor_epoch=2,
+                     checkpoints=(), replay_after_wal_id=5, wal_id_last_seen=9, last_l0_seq=77)
+    ids = iter([uuid.UUID(int=i) for i in range(1, 5)])
+    source = uuid.uuid4()
+    m = plan_clone_manifest(parent, "parent", source, new_id=lambda: next(ids))
+    assert m.initialized is False and m.checkpoints == () and m.destroyed_at_s is None
+    assert (m.writer_epoch, m.compactor_epoch) == (5, 2)
+    assert (m.replay_after_wal_id, m.wal_id_last_seen, m.last_l0_seq) == (5, 9, 77)
+    assert m.l0 == parent.l0 and m.compacted == parent.compacted
+    inherited, own = m.external_dbs
+    assert inherited == ExternalDb("grand", grand.final_checkpoint_id, uuid.UUID(int=1), (Ulid(3),))  # type: ignore[arg-type]
+    assert own == ExternalDb("parent", source, uuid.UUID(int=2), (Ulid(1), Ulid(2)))
+
+
+def test_clone_reads_the_parent_and_writes_only_to_itself(raw: ObjectStore, clock: FakeClock) -> None:
+    make_parent(raw, clock)
+    report = create_clone("clone", "parent", raw, clock=clock)
+    assert report.created and report.wal_ssts_copied >= 1
+    parent_cps = ManifestStore(raw, "parent").read_latest().value.checkpoints
+    source = next(c for c in parent_cps if c.id == report.source_checkpoint_id)
+    assert source.expire_time_s == NOW_MS // 1000 + EPHEMERAL_CHECKPOINT_LIFETIME_S
+    final = ManifestStore(raw, "clone").read_latest().value.external_dbs[-1].final_checkpoint_id
+    assert any(c.id == final and c.expire_time_s is None for c in parent_cps)
+    with Db.open("clone", raw, writer_settings(), clock=clock) as db:
+        assert dict(db.scan()) == {b"flushed": b"1", b"wal": b"2"}
+        db.put(b"clone-only", b"3")
+        db.flush()
+    with DbReader.open("parent", raw, mode="latest") as r:
+        assert r.get(b"clone-only") is None and r.get(b"wal") == b"2"
+
+
+def test_clones_of_clones_pin_every_ancestor(raw: ObjectStore, clock: FakeClock) -> None:
+    make_parent(raw, clock, "a")
+    create_clone("b", "a", raw, clock=clock)
+    with Db.open("b", raw, writer_settings(), clock=clock) as db:
+        db.put(b"from-b", b"x")
+    create_clone("c", "b", raw, clock=clock)
+    c = ManifestStore(raw, "c").read_latest().value
+    assert [e.path for e in c.external_dbs] == ["a", "b"]
+    for e in c.external_dbs:
+        owner = ManifestStore(raw, e.path).read_latest().value
+        assert owner.checkpoint(e.final_checkpoint_id) is not None  # type: ignore[arg-type]
+    with DbReader.open("c", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2", b"from-b": b"x"}
+
+
+def test_an_explicit_checkpoint_is_the_clone_source(raw: ObjectStore, clock: FakeClock) -> None:
+    make_parent(raw, clock)
+    cp = create_checkpoint("parent", raw, clock=clock)
+    with Db.open("parent", raw, writer_settings(), clock=clock) as db:
+        db.put(b"after-checkpoint", b"x")
+    report = create_clone("clone", "parent", raw, str(cp.id), clock=clock)
+    assert report.source_checkpoint_id == cp.id
+    with DbReader.open("clone", raw, mode="latest") as r:
+        assert r.get(b"after-checkpoint") is None and r.get(b"flushed") == b"1"
+    again = create_clone("clone", "parent", raw, cp.id, clock=clock)
+    assert again.created is False and again.manifest_id == report.manifest_id
+    with pytest.raises(InvalidDbStateError, match="not a clone"):
+        create_clone("clone", "parent", raw, uuid.uuid4(), clock=clock)
+
+
+@pytest.mark.parametrize("crash_op, crash_path, skip", [
+    ("put_if_absent", "clone/manifest/", 0),        # after manifest 1 (uninitialized)
+    ("put_if_absent", "parent/manifest/", 1),       # after the final checkpoint
+    ("put", "clone/wal/", 0),                       # during the WAL copy
+    ("put_if_absent", "clone/manifest/", 1),        # after initialized = true
+])
+def test_a_retry_after_a_crash_completes_the_clone(
+    raw: ObjectStore, clock: FakeClock, crash_op: str, crash_path: str, skip: int
+) -> None:
+    make_parent(raw, clock)
+    flaky = FlakyObjectStore(raw)
+    flaky.crash(crash_op, path=crash_path, skip=skip)  # type: ignore[arg-type]
+    with pytest.raises(SimulatedCrash):
+        create_clone("clone", "parent", RetryingObjectStore(flaky, sleep=clock.sleep), clock=clock)
+    create_clone("clone", "parent", raw, clock=clock)
+    m = ManifestStore(raw, "clone").read_latest().value
+    assert m.initialized
+    finals = [c for c in ManifestStore(raw, "parent").read_latest().value.checkpoints
+              if c.expire_time_s is None and c.writer_epoch is None]
+    assert [c.id for c in finals] == [m.external_dbs[-1].final_checkpoint_id]
+    with DbReader.open("clone", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2"}
+
+
+def test_clone_errors(raw: ObjectStore, clock: FakeClock) -> None:
+    with pytest.raises(ManifestMissingError):
+        create_clone("clone", "missing", raw, clock=clock)
+    make_parent(raw, clock)
+    with pytest.raises(InvalidArgumentError, match="onto itself"):
+        create_clone("parent", "parent/", raw, clock=clock)
+    with pytest.raises(InvalidDbStateError, match="not found"):
+        create_clone("clone", "parent", raw, uuid.uuid4(), clock=clock)
+    expired = create_checkpoint("parent", raw, lifetime=1, clock=clock)
+    clock.advance(5)
+    with pytest.raises(InvalidDbStateError, match="expired"):
+        create_clone("clone2", "parent", raw, expired.id, clock=clock)
+    Db.open("other", raw, writer_settings(), clock=clock).close()
+    with pytest.raises(InvalidDbStateError, match="not a clone"):
+        create_clone("other", "parent", raw, clock=clock)
+    ManifestStore(raw, "half").write(1, replace(Manifest(), initialized=False))
+    with pytest.raises(InvalidDbStateError, match="not initialized"):
+        create_clone("clone3", "half", raw, clock=clock)
+    assert not list(raw.list(DbPaths("clone3").manifest_dir))

@@ -1,0 +1,123 @@
+"""Destroy (seed 002): soft fences the writer and marks; hard deletes, manifest last."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from slatelib import Db, create_checkpoint, create_clone, destroy
+from slatelib.core.checkpoints import is_writer_checkpoint
+from slatelib.errors import FencedError, InvalidDbStateError, ManifestMissingError
+from slatelib.objstore import ObjectStore, open_raw_store
+from slatelib.ops.destroy import DELETING_MARKER
+from slatelib.paths import DbPaths
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.testing.clock import FakeClock
+from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
+from tests.unit.writer.support import writer_settings
+
+NOW_MS = 1_750_000_000_000
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW_MS)
+
+
+@pytest.fixture
+def raw() -> ObjectStore:
+    return open_raw_store(f"memory://{uuid.uuid4().hex}/")
+
+
+def make_db(store: ObjectStore, clock: FakeClock, path: str = "db") -> None:
+    with Db.open(path, store, writer_settings(), clock=clock) as db:
+        db.put(b"k", b"v")
+        db.flush()
+        db.put(b"w", b"wal")
+
+
+def objects(store: ObjectStore, prefix: str) -> list[str]:
+    return [m.path for m in store.list(prefix)]
+
+
+def test_soft_destroy_fences_the_writer_and_marks_the_manifest(raw: ObjectStore, clock: FakeClock) -> None:
+    db = Db.open("db", raw, writer_settings(), clock=clock)
+    db.put(b"k", b"v")
+    before = ManifestStore(raw, "db").read_latest().value
+    wals_before = len(objects(raw, DbPaths("db").wal_dir))
+    report = destroy("db", raw, clock=clock)
+    m = ManifestStore(raw, "db").read_latest().value
+    assert report.soft and report.destroyed_at_s == m.destroyed_at_s == NOW_MS // 1000
+    assert m.writer_epoch == before.writer_epoch + 1
+    assert m.compactor_epoch == before.compactor_epoch + 1
+    assert not any(is_writer_checkpoint(c) for c in m.checkpoints)
+    assert len(objects(raw, DbPaths("db").wal_dir)) == wals_before + 1  # the WAL fence
+    with pytest.raises(FencedError):
+        db.put(b"k2", b"v")
+    db.close()
+    ids = ManifestStore(raw, "db").list_ids()
+    assert destroy("db", raw, clock=clock).destroyed_at_s == report.destroyed_at_s
+    assert ManifestStore(raw, "db").list_ids() == ids  # idempotent: nothing written
+
+
+def test_hard_destroy_refuses_while_a_checkpoint_is_live(raw: ObjectStore, clock: FakeClock) -> None:
+    make_db(raw, clock)
+    cp = create_checkpoint("db", raw, lifetime=60, clock=clock)
+    with pytest.raises(InvalidDbStateError, match=str(cp.id)):
+        destroy("db", raw, soft=False, clock=clock)
+    assert ManifestStore(raw, "db").read_latest().value.destroyed_at_s is None
+    clock.advance(61)  # expired checkpoints do not block
+    report = destroy("db", raw, soft=False, clock=clock)
+    assert report.deleted_objects > 0 and objects(raw, "db") == []
+
+
+def test_hard_destroy_deletes_the_current_manifest_last_and_keeps_other_objects(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_db(raw, clock)
+    make_db(raw, clock, "db/nested")  # another database below the path
+    latest = ManifestStore(raw, "db").read_latest()
+    flaky = FlakyObjectStore(raw)
+    report = destroy("db", flaky, soft=False, clock=clock)
+    deletes = [(op, p) for op, p in flaky.log if op in ("delete", "delete_many")]
+    assert deletes[-2] == ("delete", ManifestStore(raw, "db").path(latest.id + 1))
+    assert deletes[-1] == ("delete", f"db/{DELETING_MARKER}")
+    assert report.kept_objects and all(p.startswith("db/nested/") for p in report.kept_objects)
+    assert objects(raw, "db") == list(report.kept_objects)
+
+
+def test_a_crashed_hard_destroy_is_finished_by_a_rerun(raw: ObjectStore, clock: FakeClock) -> None:
+    make_db(raw, clock)
+    flaky = FlakyObjectStore(raw)
+    flaky.crash("delete", path="/manifest/")  # dies right after deleting the current manifest
+    with pytest.raises(SimulatedCrash):
+        destroy("db", flaky, soft=False, clock=clock)
+    assert objects(raw, "db") == [f"db/{DELETING_MARKER}"]
+    destroy("db", raw, soft=False, clock=clock)
+    assert objects(raw, "db") == []
+    with pytest.raises(ManifestMissingError):
+        destroy("db", raw, soft=False, clock=clock)
+
+
+def test_hard_destroy_of_a_clone_releases_its_parents(raw: ObjectStore, clock: FakeClock) -> None:
+    make_db(raw, clock, "parent")
+    create_clone("clone", "parent", raw, clock=clock)
+    with pytest.raises(InvalidDbStateError, match="unexpired"):
+        destroy("parent", raw, soft=False, clock=clock)  # the clone's final checkpoint
+    report = destroy("clone", raw, soft=False, clock=clock)
+    assert report.released_parents == ("parent",)
+    live = [c for c in ManifestStore(raw, "parent").read_latest().value.checkpoints
+            if c.expire_time_s is None]
+    assert live == []
+
+
+def test_paths_that_are_not_databases(raw: ObjectStore, clock: FakeClock) -> None:
+    raw.put(DbPaths("junk").wal(1), b"not ours")
+    with pytest.raises(InvalidDbStateError, match="not a database"):
+        destroy("junk", raw, soft=False, clock=clock)
+    assert objects(raw, "junk") == [DbPaths("junk").wal(1)]
+    with pytest.raises(ManifestMissingError):
+        destroy("empty", raw, soft=False, clock=clock)
+    with pytest.raises(ManifestMissingError):
+        destroy("empty", raw, clock=clock)

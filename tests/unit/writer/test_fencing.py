@@ -1,0 +1,112 @@
+"""Opening for write: database creation, epoch claim, WAL fence and fence window."""
+
+from __future__ import annotations
+
+import pytest
+
+from slatelib.core.row import VALUE
+from slatelib.errors import CorruptObjectError, FencedError
+from slatelib.format.sst import SstWriterOptions, encode_sst
+from slatelib.objstore import ObjectStore
+from slatelib.paths import DbPaths
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.wal_store import WalStore
+from slatelib.testing.clock import FakeClock
+from slatelib.writer.fencing import (
+    WAL_FENCE_WINDOW,
+    claim_epoch,
+    ensure_database,
+    fence_wal,
+    open_for_write,
+)
+
+PATH = "db"
+
+
+def wal_sst(seq: int) -> bytes:
+    return encode_sst([(b"k%d" % seq, seq, VALUE, b"v", None, 1)], SstWriterOptions.wal()).to_bytes()
+
+
+def stores(store: ObjectStore) -> tuple[ManifestStore, WalStore]:
+    return ManifestStore(store, PATH), WalStore(store, PATH)
+
+
+def test_opening_a_new_database_creates_it_and_claims_epoch_one(store: ObjectStore, clock: FakeClock) -> None:
+    manifests, wal = stores(store)
+    claim = open_for_write(store, manifests, wal, clock)
+    assert claim.epoch == 1 and claim.fence_wal_id == 1
+    assert claim.last_fence_wal_id == WAL_FENCE_WINDOW
+    assert manifests.list_ids() == [1, 2]
+    assert all(store.get(wal.path(i)) == b"" for i in range(1, WAL_FENCE_WINDOW + 1))
+    cp = claim.manifest.value.checkpoint(claim.checkpoint_id)
+    assert cp is not None and cp.manifest_id == 2 and cp.writer_epoch == 1
+
+
+def test_each_open_fences_the_previous_writer(store: ObjectStore, clock: FakeClock) -> None:
+    manifests, wal = stores(store)
+    first = open_for_write(store, manifests, wal, clock)
+    second = open_for_write(store, manifests, wal, clock)
+    assert (first.epoch, second.epoch) == (1, 2)
+    assert second.fence_wal_id == first.last_fence_wal_id + 1
+    writer_cps = [c for c in manifests.read_latest().value.checkpoints if c.writer_epoch]
+    assert [c.writer_epoch for c in writer_cps] == [2]
+
+
+def test_the_fence_skips_an_id_an_older_writer_just_took(store: ObjectStore, clock: FakeClock) -> None:
+    manifests, wal = stores(store)
+    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
+    store.put_if_absent(wal.path(1), wal_sst(1))  # the old writer landed its WAL first
+    assert fence_wal(store, wal, manifests, claimed.value, epoch) == 2
+
+
+def test_a_newer_epoch_stops_the_fence_loop(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests, wal = stores(store)
+    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
+    claim_epoch(manifests, manifests.read_latest(), clock)  # a newer writer
+    store.put_if_absent(wal.path(1), b"")  # ... and fenced the WAL after we listed it
+    import slatelib.writer.fencing as fencing
+
+    monkeypatch.setattr(fencing, "_wal_ids_above", lambda *args: [])  # the stale listing
+    with pytest.raises(FencedError):
+        fence_wal(store, wal, manifests, claimed.value, epoch)
+
+
+def test_a_claim_after_ours_fences_the_open_at_its_final_refresh(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests, wal = stores(store)
+    import slatelib.writer.fencing as fencing
+
+    real = fencing.fill_fence_window
+
+    def racing(*args: object, **kw: object) -> int:
+        claim_epoch(manifests, manifests.read_latest(), clock)  # another writer opens now
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fencing, "fill_fence_window", racing)
+    with pytest.raises(FencedError):
+        open_for_write(store, manifests, wal, clock)
+
+
+def test_unacknowledged_wal_ssts_after_a_gap_are_replaced_by_fences(store: ObjectStore, clock: FakeClock) -> None:
+    """A crashed writer had WAL 2 and 3 in flight; only 3 landed. Its rows were never
+    acknowledged and must not become visible behind the new fence at 2."""
+    manifests, wal = stores(store)
+    ensure_database(manifests)
+    store.put_if_absent(wal.path(1), wal_sst(1))
+    store.put_if_absent(wal.path(3), wal_sst(3))
+    store.put_if_absent(wal.path(12), wal_sst(9))  # past the window: still neutralized
+    claim = open_for_write(store, manifests, wal, clock)
+    assert claim.fence_wal_id == 2 and claim.last_fence_wal_id == 12
+    assert store.get(wal.path(1)) != b""
+    assert [i for i in range(2, 13) if store.get(wal.path(i)) != b""] == []
+
+
+def test_wal_objects_far_beyond_the_head_refuse_the_open(store: ObjectStore, clock: FakeClock) -> None:
+    manifests, wal = stores(store)
+    ensure_database(manifests)
+    store.put_if_absent(DbPaths(PATH).wal(10_000), wal_sst(1))
+    with pytest.raises(CorruptObjectError, match="refusing to open"):
+        open_for_write(store, manifests, wal, clock)
