@@ -88,9 +88,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def run_isolated(
-    targets: Sequence[DbTarget], fn: Callable[[DbTarget], dict[str, Any]]
+    targets: Sequence[DbTarget], fn: Callable[[DbTarget], dict[str, Any]],
+    exit_code: Callable[[BaseException], int] = exit_code_for,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Run ``fn`` per database, turning each failure into that database's result."""
+    """Run ``fn`` per database, turning each failure into that database's result.
+
+    ``exit_code`` maps a :class:`SlateError` to the database's exit code (a job may
+    classify more errors than the CLI does)."""
     results: list[dict[str, Any]] = []
     overall = EXIT_OK
     for t in targets:
@@ -100,7 +104,7 @@ def run_isolated(
             code = int(result.pop("exit_code", EXIT_OK))
             result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"), **result}
         except SlateError as exc:
-            code = exit_code_for(exc)
+            code = exit_code(exc)
             log.error("job failed [db=%s, error=%s]", t.name, exc)
             result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"),
                       "error": {"type": type(exc).__name__, "message": str(exc)}}

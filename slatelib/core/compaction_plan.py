@@ -139,6 +139,7 @@ def check_compactable(manifest: Manifest) -> None:
 
 
 def active_compactions(compactions: Compactions | None) -> list[Compaction]:
+    """The entries of the compactor state that are not Completed or Failed."""
     if compactions is None:
         return []
     return [c for c in compactions.recent_compactions if c.status in ACTIVE_STATUSES]
@@ -206,7 +207,8 @@ def order_sources(manifest: Manifest, sources: Sequence[SourceId]) -> tuple[Sour
 
 def spec_for(manifest: Manifest, policy: Policy, sources: Sequence[SourceId],
              fresh_id: int) -> CompactionSpec:
-    """Build the spec of ``sources`` (already in logical order) against ``manifest``."""
+    """Build the spec of ``sources`` (already in logical order, see :func:`order_sources`)
+    against ``manifest``; ``fresh_id`` is the destination when no run is a source."""
     view_ids = {s.view_id for s in sources if s.is_l0}
     run_ids = {s.run_id for s in sources if not s.is_l0}
     runs = tuple(r for r in manifest.compacted if r.id in run_ids)

@@ -138,4 +138,9 @@ def estimate_view_size(view: SstView, info: SsTableInfo) -> int:
 
 
 def estimate_run_size(run: SortedRun, manifest: Manifest) -> int:
+    """0.17's ``SortedRun::estimate_visible_size``: the sum over its views.
+
+    Raises:
+        CorruptObjectError: a view of the run has no SST in the manifest.
+    """
     return sum(estimate_view_size(v, manifest.sst(v.sst_id).info) for v in run.views)

@@ -1,0 +1,138 @@
+"""Compact SlateDB databases on Spark: one logical compaction per database, split by key
+range across executors and committed by the driver with one manifest CAS.
+
+    spark-submit jobs/compact.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
+        [--policy l0|full|size-tiered] [--sources l0:<ULID>,sr:<id>,...]
+        [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--conf FILE ...]
+        [--report FILE] [-v]
+
+Each database runs :func:`slatelib.ops.compact.run_compaction` with a Spark task runner:
+tasks are small picklable range specs, executors open their own store from the task's
+``StoreSpec`` and upload their output SSTs; the driver plans, fences, records the compaction
+in ``compactions/`` and commits. Progress goes to stderr; the JSON report (stdout, and
+``--report FILE``) has, per database, the inputs, outputs, rows and bytes in and out, the
+versions and tombstones dropped, the seconds per phase and the throughput. Databases are
+isolated: one failing does not stop the others.
+
+Exit code: 0 when every database succeeded, else the first failure's: 2 invalid input,
+3 fenced (another compactor took over), 4 conflict (a source disappeared or the commit kept
+conflicting), 5 data error (a damaged or missing object, an unsupported database),
+6 I/O failure (storage unavailable or failing), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs._common import (
+    EXIT_NAMES,
+    DbTarget,
+    add_common_args,
+    configure_logging,
+    emit_report,
+    resolve_targets,
+    run_isolated,
+    settings_from,
+    usage_error,
+)
+from slatelib.cli.app import exit_code_for
+from slatelib.cli.compact_cmds import add_compaction_args, parse_positive, parse_sources
+from slatelib.config import Settings
+from slatelib.errors import CommitStateUnknownError, InvalidArgumentError, StorageError
+from slatelib.objstore import open_store
+from slatelib.ops.compact import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("slatelib.jobs.compact")
+EXIT_IO = 6
+
+
+def job_exit_code(exc: BaseException) -> int:
+    """The CLI's codes, with every storage failure reported as an I/O failure (6)."""
+    if isinstance(exc, StorageError | CommitStateUnknownError):
+        return EXIT_IO
+    return exit_code_for(exc)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__.split("\n\n")[0])
+    add_common_args(p)
+    add_compaction_args(p)
+    return p
+
+
+def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
+        task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
+        ) -> tuple[dict[str, Any], int]:
+    """Compact every database the arguments name. Returns the report and the exit code.
+
+    ``spark`` may be None for a dry run (nothing executes).
+
+    Raises:
+        InvalidArgumentError: bad options or no database given (before any database runs).
+    """
+    targets = resolve_targets(args)
+    sources = parse_sources(args.sources)
+    max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
+    parallelism = parse_positive(args.parallelism, "--parallelism")
+    if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
+        parallelism = spark.sparkContext.defaultParallelism
+    started = time.monotonic()
+
+    def one(t: DbTarget) -> dict[str, Any]:
+        from jobs._compact_spark import SparkTaskRunner
+
+        runner = None if spark is None else SparkTaskRunner(
+            spark, label=f"compact {t.name}", task_fn=task_fn)
+        report = run_compaction(
+            t.path, open_store(t.store_url), settings=settings, policy=args.policy,
+            sources=sources, max_sst_size=max_sst, parallelism=parallelism,
+            dry_run=args.dry_run, runner=runner,
+        ).to_dict()
+        report.pop("db")
+        report["outcome"] = report.pop("status")
+        return report
+
+    results, code = run_isolated(targets, one, exit_code=job_exit_code)
+    totals: dict[str, int] = {"databases": len(results),
+                              "failed": sum(1 for r in results if r["exit_code"])}
+    for key in ("rows_in", "rows_out", "bytes_in", "bytes_out", "versions_dropped",
+                "tombstones_dropped"):
+        totals[key] = sum(int(r.get(key, 0)) for r in results)
+    report = {"job": "compact", "dry_run": bool(args.dry_run), "status": EXIT_NAMES[code],
+              "totals": totals, "databases": results,
+              "seconds": round(time.monotonic() - started, 3)}
+    return report, code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        settings = settings_from(args)
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    spark = None
+    if not args.dry_run:
+        from jobs._spark import build_spark
+
+        spark = build_spark("slatelib-compact")
+    try:
+        report, code = run(spark, settings, args)
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    finally:
+        if spark is not None:
+            spark.stop()
+    emit_report(report, args.report)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

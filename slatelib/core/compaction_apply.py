@@ -1,0 +1,134 @@
+"""Applying a finished compaction to a manifest (the body of the commit CAS). Pure.
+
+:func:`apply_compaction` is called on the latest manifest each time the commit is
+attempted, so a commit that lost a CAS race is rebased onto whatever writers added in the
+meantime (their new L0 views are kept). It refuses to apply when another compactor fenced
+us or when a source is gone. As 0.17.0's compactor does (``CompactorState::
+finish_compaction``), it:
+
+- removes the source L0 views and source runs, and inserts the output run so run ids stay
+  in descending order (an empty output inserts no run);
+- sets ``last_compacted_l0_sst_view_id`` to the newest source L0 view;
+- shrinks every ``external_dbs[].sst_ids`` to the SSTs still referenced (entries are kept
+  even when empty: detaching a clone is GC's job, seed 002);
+- adds a checkpoint that keeps the replaced SSTs readable for ``checkpoint_lifetime``.
+  0.17 writes that checkpoint in a separate manifest version before the commit, pinning
+  the version that still holds the sources; here it is part of the single commit CAS and
+  pins the base version the commit is applied to, which holds the same SSTs.
+
+The checkpoint's id doubles as the commit marker: :func:`is_committed` finds it after a lost
+CAS response, so a commit is never applied twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+
+from slatelib.core.compaction_plan import CompactionSpec
+from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SortedRun, SstHandle, SstView
+from slatelib.errors import ConflictError, FencedError, InternalError, InvalidDbStateError
+
+
+class SourcesChangedError(ConflictError):
+    """A compaction source is no longer in the manifest: the commit is abandoned."""
+
+
+def check_epoch(manifest: Manifest, epoch: int) -> None:
+    """Raise unless ``epoch`` is still the manifest's compactor epoch.
+
+    Raises:
+        FencedError: a newer compactor took over.
+        InvalidDbStateError: the manifest's epoch went backwards.
+    """
+    if manifest.compactor_epoch > epoch:
+        raise FencedError(
+            f"fenced: compactor epoch {manifest.compactor_epoch} in the manifest is newer "
+            f"than ours ({epoch})")
+    if manifest.compactor_epoch < epoch:
+        raise InvalidDbStateError(
+            f"compactor epoch went backwards: manifest has {manifest.compactor_epoch}, "
+            f"we claimed {epoch}")
+
+
+def check_sources(manifest: Manifest, spec: CompactionSpec) -> None:
+    """Raise unless every source is in ``manifest`` exactly as it was planned.
+
+    Raises:
+        SourcesChangedError: a source view or run is gone or was rewritten.
+    """
+    l0 = {v.id: v for v in manifest.l0}
+    for view in spec.l0_views:
+        if l0.get(view.id) != view:
+            raise SourcesChangedError(f"compaction source l0 view {view.id} is gone")
+    runs = {r.id: r for r in manifest.compacted}
+    for run in spec.runs:
+        if runs.get(run.id) != run:
+            raise SourcesChangedError(f"compaction source run {run.id} is gone or changed")
+
+
+def is_committed(manifest: Manifest, marker: uuid.UUID) -> bool:
+    """Whether the commit carrying checkpoint ``marker`` is in ``manifest``."""
+    return manifest.checkpoint(marker) is not None
+
+
+def insert_run(runs: Sequence[SortedRun], output: SortedRun | None,
+               replaced: set[int]) -> tuple[SortedRun, ...]:
+    """Runs without ``replaced``, with ``output`` placed so ids stay descending (0.17's
+    insertion: before the first run whose id is not above the output's)."""
+    out: list[SortedRun] = []
+    inserted = output is None
+    for run in runs:
+        if not inserted and output is not None and output.id >= run.id:
+            out.append(output)
+            inserted = True
+        if run.id not in replaced:
+            out.append(run)
+    if not inserted and output is not None:
+        out.append(output)
+    ids = [r.id for r in out]
+    if any(a <= b for a, b in zip(ids, ids[1:], strict=False)):
+        raise InternalError(f"sorted run ids out of order after compaction: {ids}")
+    return tuple(out)
+
+
+def prune_external(manifest: Manifest) -> tuple[ExternalDb, ...]:
+    """``external_dbs`` with only the SST ids still referenced (entries kept)."""
+    used = manifest.referenced_sst_ids()
+    return tuple(replace(e, sst_ids=tuple(s for s in e.sst_ids if s in used))
+                 for e in manifest.external_dbs)
+
+
+def apply_compaction(
+    base: Manifest,
+    spec: CompactionSpec,
+    outputs: Sequence[SstHandle],
+    *,
+    epoch: int,
+    checkpoint: Checkpoint,
+) -> Manifest:
+    """``base`` with the compaction applied (see the module docstring).
+
+    Raises:
+        FencedError: another compactor owns the database now.
+        SourcesChangedError: a source is gone.
+        InternalError: an output SST id is already in the manifest.
+    """
+    check_epoch(base, epoch)
+    check_sources(base, spec)
+    clash = {h.id for h in outputs} & base.sst_map.keys()
+    if clash:
+        raise InternalError(f"compaction output SSTs already in the manifest: {sorted(clash)}")
+    source_views = set(spec.l0_view_ids)
+    l0 = tuple(v for v in base.l0 if v.id not in source_views)
+    output = (SortedRun(spec.destination, tuple(SstView.identity(h.id) for h in outputs))
+              if outputs else None)
+    replaced = set(spec.run_ids) | {spec.destination}
+    runs = insert_run(base.compacted, output, replaced)
+    m = base.with_trees(l0=l0, compacted=runs, new_ssts=outputs)
+    if spec.l0_views:
+        m = replace(m, last_compacted_l0_sst_view_id=spec.l0_views[0].id)
+    m = replace(m, external_dbs=prune_external(m),
+                checkpoints=(*m.checkpoints, checkpoint))
+    return m

@@ -1,0 +1,164 @@
+"""Splitting one compaction into key ranges of balanced input bytes. Pure.
+
+Every input view contributes weighted *anchors* ``(key, bytes)``: the bytes of input that
+start at that key. A view small next to a range is one anchor (its first visible key, its
+estimated size: no I/O); a large one is read at block granularity from its SST index
+(block ``i`` starts at ``first_key[i]`` — block 0 at the SST's first key — and its bytes
+are the gap to the next block's offset; anchors outside the view's visible range are
+dropped, one straddling its start moves to the start key). Sampling caps anchors per SST.
+
+:func:`range_count` picks how many ranges: enough to keep every slot busy
+(``parallelism * tasks_per_slot``) but none smaller than ``min_range_bytes`` of input, and
+none so large that it would write more than :data:`MAX_SSTS_PER_RANGE` output SSTs of
+``max_sst_size`` (this bounds what a retried task redoes). :func:`split_by_weight` then cuts
+the sorted anchors at weighted quantiles. Key ranges where many sources overlap or data is
+dense carry more bytes and so get narrower ranges; a range still heavier than
+:data:`HOT_FACTOR` times the target (:func:`hot_ranges`) had coarse anchors, and the caller
+refines those (reads their indexes) and splits again.
+
+Boundaries are keys: a range is ``[start, end)`` over keys, so every version of a key is in
+exactly one range and no key's versions are split across tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
+from slatelib.errors import InvalidArgumentError
+
+MAX_SSTS_PER_RANGE = 8
+HOT_FACTOR = 1.5
+MAX_ANCHORS_PER_SST = 256
+COARSE_FRACTION = 4
+"""A view heavier than ``target / COARSE_FRACTION`` is anchored per block, not as a whole."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Anchor:
+    key: bytes
+    weight: int
+
+
+def view_anchor(effective: BytesRange, size: int) -> Anchor:
+    """One anchor for a whole view: its first visible key and its size."""
+    return Anchor(effective.start.key or b"", max(0, size))
+
+
+def block_anchors(
+    first_keys: Sequence[bytes],
+    offsets: Sequence[int],
+    data_end: int,
+    first_entry: bytes,
+    effective: BytesRange,
+    *,
+    max_anchors: int = MAX_ANCHORS_PER_SST,
+) -> list[Anchor]:
+    """Anchors of one SST's blocks clipped to a view's ``effective`` range.
+
+    ``first_keys``/``offsets`` are the SST index, ``data_end`` the end of its data blocks
+    (``filter_offset``).
+    """
+    n = len(offsets)
+    if n == 0:
+        return []
+    stride = max(1, math.ceil(n / max(1, max_anchors)))
+    start_key = effective.start.key or b""
+    out: list[Anchor] = []
+    for i in range(0, n, stride):
+        j = min(n, i + stride)
+        end_off = offsets[j] if j < n else data_end
+        weight = max(0, end_off - offsets[i])
+        key = first_entry if i == 0 else first_keys[i]
+        next_key = first_keys[j] if j < n else None
+        if next_key is not None and next_key <= start_key and j < n:
+            continue  # the whole group lies before the visible start
+        if effective.above_end(key):
+            break
+        out.append(Anchor(max(key, start_key), weight))
+    return out
+
+
+def range_count(
+    total_bytes: int,
+    *,
+    parallelism: int,
+    max_sst_size: int,
+    min_range_bytes: int,
+    tasks_per_slot: int = 1,
+) -> int:
+    """How many ranges to split ``total_bytes`` of input into (see the module docstring).
+
+    Raises:
+        InvalidArgumentError: a non-positive parallelism, size or factor.
+    """
+    if parallelism < 1 or max_sst_size < 1 or min_range_bytes < 1 or tasks_per_slot < 1:
+        raise InvalidArgumentError(
+            "parallelism, max_sst_size, min_range_bytes and tasks_per_slot must be positive")
+    if total_bytes <= 0:
+        return 1
+    n = min(parallelism * tasks_per_slot, math.ceil(total_bytes / min_range_bytes))
+    n = max(n, math.ceil(total_bytes / (max_sst_size * MAX_SSTS_PER_RANGE)))
+    return max(1, n)
+
+
+def ranges_from_boundaries(boundaries: Sequence[bytes]) -> list[BytesRange]:
+    """``(-inf, b1), [b1, b2), ..., [bk, +inf)`` (boundaries strictly ascending)."""
+    out: list[BytesRange] = []
+    start: Bound = UNBOUNDED
+    for b in boundaries:
+        out.append(BytesRange(start, Bound.excluded(b)))
+        start = Bound.included(b)
+    out.append(BytesRange(start, UNBOUNDED))
+    return out
+
+
+def split_by_weight(anchors: Sequence[Anchor], count: int) -> list[BytesRange]:
+    """Up to ``count`` covering ranges cut at the weighted quantiles of ``anchors``.
+
+    A boundary is placed at the first anchor whose preceding weight reaches the next
+    quantile; quantiles already passed by a heavy anchor are skipped rather than producing
+    near-empty ranges, so fewer ranges may come back.
+    """
+    if count <= 1 or not anchors:
+        return [BytesRange.all()]
+    ordered = sorted(anchors)
+    total = sum(a.weight for a in ordered)
+    if total <= 0:
+        return [BytesRange.all()]
+    target = total / count
+    threshold = target
+    first_key = ordered[0].key
+    boundaries: list[bytes] = []
+    cumulative = 0
+    for a in ordered:
+        distinct = a.key > (boundaries[-1] if boundaries else first_key)
+        if cumulative >= threshold and distinct and len(boundaries) < count - 1:
+            boundaries.append(a.key)
+            while threshold <= cumulative:
+                threshold += target
+        cumulative += a.weight
+    return ranges_from_boundaries(boundaries)
+
+
+def range_weight(rng: BytesRange, anchors: Sequence[Anchor]) -> int:
+    """Input bytes of the anchors inside ``rng``."""
+    return sum(a.weight for a in anchors if rng.contains(a.key))
+
+
+def hot_ranges(
+    ranges: Sequence[BytesRange], anchors: Sequence[Anchor], count: int
+) -> list[int]:
+    """Indices of ranges heavier than :data:`HOT_FACTOR` times the per-range target."""
+    total = sum(a.weight for a in anchors)
+    if total <= 0 or count <= 1:
+        return []
+    limit = HOT_FACTOR * total / count
+    return [i for i, r in enumerate(ranges) if range_weight(r, anchors) > limit]
+
+
+def overlaps(effective: BytesRange, task_range: BytesRange) -> bool:
+    """Whether a view with ``effective`` keys has any key in ``task_range``."""
+    return not effective.intersect(task_range).is_empty()

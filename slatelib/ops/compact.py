@@ -1,0 +1,407 @@
+"""Compaction: one logical compaction split by key range, committed by one manifest CAS.
+
+Public API::
+
+    plan_compaction(manifest, compactions, options) -> CompactionSpec | None      # pure
+    execute_compaction_task(task) -> CompactionResult                            # one range
+    commit_compaction(job, results) -> CommitOutcome                             # driver CAS
+    run_compaction(path, store, ...) -> CompactionReport                         # all of it
+
+:func:`run_compaction` is what ``slate compact`` and ``jobs/compact.py`` call: read the state,
+plan, fence the other compactors, record the compaction in ``compactions/``, split it into
+ranges of balanced input bytes, run one task per range through a :class:`TaskRunner`
+(threads here, Spark executors in the job), retry tasks that failed transiently, and commit.
+Databases with segments (RFC-0024) are refused with :class:`UnsupportedFeatureError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.config import CompactionSettings, Settings
+from slatelib.core.compaction_plan import (
+    CompactionSpec,
+    PlanOptions,
+    Policy,
+    check_compactable,
+    plan_compaction,
+)
+from slatelib.core.compaction_source import SourceId
+from slatelib.core.compaction_state import abandoned, running
+from slatelib.core.compactions import Compactions, CompactionStatus
+from slatelib.core.manifest import Manifest
+from slatelib.core.ranges import BytesRange
+from slatelib.core.size_tiered import SizeTieredOptions
+from slatelib.errors import FencedError, InvalidArgumentError
+from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
+from slatelib.objstore import ObjectStore
+from slatelib.ops.bulk_load import sst_writer_options
+from slatelib.ops.compact_commit import (
+    CommitOutcome,
+    CompactorClaim,
+    commit_manifest,
+    fence_compactor,
+    mark_compaction,
+    mark_compaction_quietly,
+    record_compaction,
+)
+from slatelib.ops.compact_execute import execute_compaction_task, load_merge_operator
+from slatelib.ops.compact_plan_io import (
+    DbState,
+    InputView,
+    TaskOptions,
+    build_tasks,
+    input_views,
+    read_state,
+    split_ranges,
+)
+from slatelib.ops.compact_report import CompactionReport, build_report, plan_report
+from slatelib.ops.compact_task import (
+    CompactionResult,
+    CompactionTask,
+    TaskFailure,
+    TaskOutcome,
+)
+from slatelib.paths import normalize_path
+from slatelib.store.compactions_store import CompactionsStore
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.sequenced import Versioned
+from slatelib.store.table_store import TableStore
+
+__all__ = [
+    "CompactionJob",
+    "CompactionReport",
+    "CompactionResult",
+    "CompactionSpec",
+    "CompactionTask",
+    "PlanOptions",
+    "Policy",
+    "SourceId",
+    "TaskFailure",
+    "TaskOutcome",
+    "TaskRunner",
+    "ThreadTaskRunner",
+    "commit_compaction",
+    "execute_compaction_task",
+    "plan_compaction",
+    "run_compaction",
+    "run_compaction_task",
+]
+
+log = logging.getLogger(__name__)
+
+
+def run_compaction_task(task: CompactionTask, *, store: ObjectStore | None = None,
+                        clock: Clock = SYSTEM_CLOCK) -> TaskOutcome:
+    """:func:`execute_compaction_task`, returning a failure as a :class:`TaskFailure` value
+    instead of raising (what runners ship to executors: Spark would lose the error type).
+
+    Raises:
+        nothing: every ``Exception`` becomes a :class:`TaskFailure` (a ``BaseException`` such
+        as ``KeyboardInterrupt`` still propagates).
+    """
+    try:
+        return execute_compaction_task(task, store=store, clock=clock)
+    except Exception as exc:  # every failure becomes a value; SimulatedCrash passes
+        log.warning("compaction task failed [task=%s, error=%s]", task.label, exc)
+        return TaskFailure.of(task.index, exc)
+
+
+class TaskRunner(Protocol):
+    """Runs tasks somewhere (threads, Spark executors) and returns one outcome per task, in
+    any order. It must not raise for a failing task: return a :class:`TaskFailure`."""
+
+    def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]: ...
+
+
+class ThreadTaskRunner:
+    """Runs tasks in a thread pool of this process (``slate compact``, tests)."""
+
+    def __init__(self, max_workers: int | None = None,
+                 task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task) -> None:
+        self.max_workers = max_workers or os.cpu_count() or 1
+        self.task_fn = task_fn
+
+    def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
+        if len(tasks) <= 1 or self.max_workers <= 1:
+            return [self.task_fn(t) for t in tasks]
+        with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
+                                thread_name_prefix="compact-task") as pool:
+            return list(pool.map(self.task_fn, tasks))
+
+
+@dataclass(frozen=True)
+class CompactionJob:
+    """A fenced, recorded compaction ready to execute and commit."""
+
+    manifests: ManifestStore
+    compactions: CompactionsStore
+    spec: CompactionSpec
+    claim: CompactorClaim
+    compaction_id: Ulid
+    settings: Settings
+    clock: Clock
+
+
+def commit_compaction(job: CompactionJob, results: Sequence[CompactionResult]) -> CommitOutcome:
+    """Record the outputs (Compacted), commit the manifest, mark Completed.
+
+    Raises:
+        FencedError: a newer compactor took over; nothing is committed.
+        SourcesChangedError: a source is gone; nothing is committed.
+        ConflictError / UnavailableError: the commit could not be written.
+    """
+    cs = job.settings.compaction
+    outputs = [h for r in sorted(results, key=lambda r: r.index) for h in r.outputs]
+    timeout = cs.manifest_update_timeout
+    mark_compaction(job.compactions, job.claim.epoch, job.compaction_id,
+                    CompactionStatus.COMPACTED, outputs, clock=job.clock, timeout_s=timeout)
+    outcome = commit_manifest(
+        job.manifests, job.spec, outputs, epoch=job.claim.epoch,
+        checkpoint_lifetime_s=cs.checkpoint_lifetime, clock=job.clock, timeout_s=timeout,
+    )
+    mark_compaction_quietly(job.compactions, job.claim.epoch, job.compaction_id,
+                            CompactionStatus.COMPLETED, clock=job.clock, timeout_s=timeout)
+    return outcome
+
+
+def plan_options(settings: Settings, policy: str | None,
+                 sources: Sequence[str] | None) -> PlanOptions:
+    """Plan options from settings and the ``--policy``/``--sources`` arguments.
+
+    Raises:
+        InvalidArgumentError: an unknown policy or a malformed source.
+    """
+    cs = settings.compaction
+    parsed = tuple(SourceId.parse(s) for s in sources or ())
+    pol = Policy.parse(policy or (Policy.SOURCES.value if parsed else cs.policy))
+    if parsed and pol != Policy.SOURCES:
+        raise InvalidArgumentError("--sources cannot be combined with --policy "
+                                   f"{pol.value!r}")
+    return PlanOptions(policy=pol, sources=parsed, size_tiered=SizeTieredOptions(
+        min_compaction_sources=cs.min_compaction_sources,
+        max_compaction_sources=cs.max_compaction_sources,
+        include_size_threshold=cs.include_size_threshold,
+    ))
+
+
+@dataclass
+class _Run:
+    """What one :func:`run_compaction` call works with."""
+
+    root: str
+    store: ObjectStore
+    settings: Settings
+    slots: int
+    clock: Clock
+    options: PlanOptions
+    manifests: ManifestStore
+    compactions: CompactionsStore
+    started: float = field(default_factory=time.perf_counter)
+    timing: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cs(self) -> CompactionSettings:
+        return self.settings.compaction
+
+    def lap(self, phase: str, since: float) -> None:
+        self.timing[phase] = self.timing.get(phase, 0.0) + time.perf_counter() - since
+
+    def plan(self) -> tuple[DbState, CompactionSpec | None]:
+        state = read_state(self.manifests, self.compactions)
+        check_compactable(state.manifest.value)
+        return state, plan_compaction(state.manifest.value, _value(state.compactions),
+                                      self.options)
+
+    def split(self, spec: CompactionSpec, manifest: Manifest,
+              ) -> tuple[list[InputView], list[BytesRange]]:
+        views = input_views(spec, manifest, TableStore(self.store, self.root))
+        cs = self.cs
+        ranges = split_ranges(self.store, views, parallelism=self.slots,
+                              max_sst_size=cs.max_sst_size, min_range_bytes=cs.min_range_bytes,
+                              tasks_per_slot=cs.tasks_per_slot)
+        return views, ranges
+
+    def fence(self) -> CompactorClaim:
+        return fence_compactor(self.manifests, self.compactions, clock=self.clock,
+                               timeout_s=self.cs.manifest_update_timeout)
+
+    def start(self) -> tuple[CompactionJob, Manifest] | None:
+        """Fence, plan again on the fenced state, list the compaction as Running."""
+        t = time.perf_counter()
+        claim = self.fence()
+        state, spec = self.plan()
+        if spec is None:
+            self.lap("fence", t)
+            return None
+        now = self.clock.now_ms()
+        ids = UlidGenerator()
+        compaction_id = ids.new(now)
+        entry = running(compaction_id, spec.to_tiered(), ulid_to_str(ids.new(now)), now)
+        record_compaction(self.compactions, claim.epoch, entry, clock=self.clock,
+                          timeout_s=self.cs.manifest_update_timeout)
+        self.lap("fence", t)
+        log.info("compaction started [db=%s, id=%s, policy=%s, sources=%d, destination=%d, "
+                 "epoch=%d]", self.root, ulid_to_str(compaction_id), spec.policy.value,
+                 len(spec.sources), spec.destination, claim.epoch)
+        job = CompactionJob(self.manifests, self.compactions, spec, claim, compaction_id,
+                            self.settings, self.clock)
+        return job, state.manifest.value
+
+    def execute(self, job: CompactionJob, manifest: Manifest,
+                runner: TaskRunner | None) -> CompactionReport:
+        """Split, run the tasks, commit; mark the compaction Failed on any error but
+        fencing (a fenced compactor must not write)."""
+        cs = self.cs
+        try:
+            t = time.perf_counter()
+            views, ranges = self.split(job.spec, manifest)
+            tasks = build_tasks(job.spec, views, ranges, TaskOptions(
+                store=self.store.spec, db_path=self.root, compaction_id=job.compaction_id,
+                sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
+                merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
+                bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(job.compaction_id),
+            ))
+            self.lap("split", t)
+            t = time.perf_counter()
+            results, runs = execute_tasks(runner or ThreadTaskRunner(self.slots), tasks,
+                                          cs.task_attempts)
+            self.lap("execute", t)
+            t = time.perf_counter()
+            outcome = commit_compaction(job, results)
+            self.lap("commit", t)
+        except FencedError:
+            raise
+        except Exception:
+            mark_compaction_quietly(self.compactions, job.claim.epoch, job.compaction_id,
+                                    CompactionStatus.FAILED, clock=self.clock,
+                                    timeout_s=cs.manifest_update_timeout)
+            raise
+        self.lap("total", self.started)
+        return build_report(self.root, job, views, ranges, results, outcome, runs,
+                            self.timing)
+
+
+def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
+             policy: str | None, sources: Sequence[str] | None, max_sst_size: int | None,
+             parallelism: int | None, clock: Clock) -> _Run:
+    from slatelib.reader import resolve_store
+
+    settings = settings or Settings()
+    if max_sst_size is not None:
+        if max_sst_size < 1:
+            raise InvalidArgumentError(f"max SST size must be positive, got {max_sst_size}")
+        settings = replace(settings, compaction=replace(settings.compaction,
+                                                        max_sst_size=max_sst_size))
+    cs = settings.compaction
+    slots = parallelism or cs.parallelism or os.cpu_count() or 1
+    if slots < 1:
+        raise InvalidArgumentError(f"parallelism must be positive, got {slots}")
+    if cs.task_attempts < 1 or cs.max_sst_size < 1:
+        raise InvalidArgumentError("[compaction] task_attempts and max_sst_size must be "
+                                   "positive")
+    load_merge_operator(cs.merge_operator)  # fail fast on a bad name, before any write
+    root = normalize_path(path, what="database path")
+    obj_store = resolve_store(store)
+    return _Run(root, obj_store, settings, slots, clock, plan_options(settings, policy, sources),
+                ManifestStore(obj_store, root), CompactionsStore(obj_store, root))
+
+
+def run_compaction(
+    path: str,
+    store: ObjectStore | str,
+    *,
+    settings: Settings | None = None,
+    policy: str | None = None,
+    sources: Sequence[str] | None = None,
+    max_sst_size: int | None = None,
+    parallelism: int | None = None,
+    dry_run: bool = False,
+    runner: TaskRunner | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> CompactionReport:
+    """Plan, execute and commit one compaction of the database at ``path``.
+
+    ``dry_run`` plans and splits (reading SST indexes) but writes nothing. With nothing to
+    compact, nothing is written either, unless a crashed compactor left entries in
+    ``compactions/`` that keep GC back: then the job takes the file over (fences) to close
+    them.
+
+    Raises:
+        InvalidArgumentError: bad arguments, settings or sources.
+        InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
+        FencedError: another compactor took over; nothing was committed.
+        ConflictError: a source disappeared or the commit kept conflicting.
+        DataError: an input SST is damaged or missing (named in the error).
+        UnavailableError / StorageError: storage failures.
+    """
+    run = _prepare(path, store, settings, policy, sources, max_sst_size, parallelism, clock)
+    state, spec = run.plan()
+    run.lap("plan", run.started)
+    if spec is None or dry_run:
+        ranges: list[BytesRange] = []
+        if spec is not None:
+            ranges = run.split(spec, state.manifest.value)[1]
+        elif not dry_run and abandoned(_value(state.compactions)):
+            t = time.perf_counter()
+            run.fence()
+            run.lap("fence", t)
+        run.lap("total", run.started)
+        return plan_report(run.root, run.options.policy, spec, ranges, dry_run=dry_run,
+                           timing=run.timing)
+    started = run.start()
+    if started is None:
+        run.lap("total", run.started)
+        return plan_report(run.root, run.options.policy, None, [], dry_run=False,
+                           timing=run.timing)
+    return run.execute(*started, runner)
+
+
+def _value(state: Versioned[Compactions] | None) -> Compactions | None:
+    return None if state is None else state.value
+
+
+def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
+                  max_attempts: int) -> tuple[list[CompactionResult], int]:
+    """Run ``tasks``, re-running the ones that failed transiently (new attempts write new
+    SSTs; a failed attempt's SSTs are never referenced). Returns the results in task order
+    and the number of task runs.
+
+    Raises:
+        SlateError: the first failure that is not transient, or that kept failing.
+    """
+    done: dict[int, CompactionResult] = {}
+    pending = list(tasks)
+    runs = 0
+    for attempt in range(1, max(1, max_attempts) + 1):
+        runs += len(pending)
+        outcomes = runner(pending)
+        failures: list[TaskFailure] = []
+        for o in outcomes:
+            if isinstance(o, TaskFailure):
+                failures.append(replace(o, attempt=attempt))
+            else:
+                done[o.index] = replace(o, attempt=attempt)
+        missing = {t.index for t in pending} - done.keys() - {f.index for f in failures}
+        if missing:
+            raise InvalidArgumentError(f"task runner returned no outcome for tasks "
+                                       f"{sorted(missing)}")
+        fatal = [f for f in failures if not f.retryable]
+        if fatal:
+            raise fatal[0].to_error()
+        if not failures:
+            break
+        if attempt == max(1, max_attempts):
+            raise failures[0].to_error()
+        log.warning("retrying failed compaction tasks [tasks=%s, attempt=%d]",
+                    sorted(f.index for f in failures), attempt + 1)
+        retry = {f.index for f in failures}
+        pending = [t for t in tasks if t.index in retry]
+    return [done[t.index] for t in tasks], runs

@@ -1,0 +1,212 @@
+"""Driver-side writes of a compaction: fencing, the ``compactions/`` record, the commit CAS.
+
+Order (the same as 0.17.0's compactor):
+
+1. :func:`fence_compactor` bumps ``compactor_epoch`` in the manifest (a CAS; every other
+   compactor now fails its next write), then claims the same epoch in the compactions file
+   (creating it when the database never had a compactor) and takes over its entries;
+2. :func:`record_compaction` lists our compaction as Running — from here 0.17's GC keeps
+   every SST minted after the compaction id's time (the low watermark, RFC-0029);
+3. after execution, :func:`mark_compaction` records the outputs (Compacted), then
+   :func:`commit_manifest` applies the compaction with one manifest CAS, rebased on conflict
+   (:mod:`slatelib.core.compaction_apply`); finally Completed (or Failed).
+
+Every step goes through :func:`slatelib.txn.update_versioned`, whose mutations here are
+idempotent: after a lost response the latest version is re-read and a write that landed is
+recognised (the epoch is ours; the entry is there; the commit's checkpoint marker is there),
+so nothing is done twice. A fenced compactor stops at once and leaves its outputs to GC.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from slatelib.clock import Clock
+from slatelib.core.checkpoints import check_writable_state, new_checkpoint
+from slatelib.core.compaction_apply import apply_compaction, check_epoch, is_committed
+from slatelib.core.compaction_plan import CompactionSpec, check_compactable
+from slatelib.core.compaction_state import finish, record, take_over
+from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
+from slatelib.core.manifest import Manifest, SstHandle
+from slatelib.errors import ConflictError, SlateError, UnavailableError
+from slatelib.store.compactions_store import CompactionsStore
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.sequenced import Versioned
+from slatelib.txn import update_versioned
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _deadline(clock: Clock, timeout_s: float, what: str,
+              mutate: Callable[[Versioned[T]], T | None]) -> Callable[[Versioned[T]], T | None]:
+    """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed."""
+    start = clock.monotonic_s()
+
+    def wrapped(cur: Versioned[T]) -> T | None:
+        if clock.monotonic_s() - start > timeout_s:
+            raise UnavailableError(f"{what}: not done within {timeout_s:g}s of retries")
+        return mutate(cur)
+
+    return wrapped
+
+
+@dataclass(frozen=True)
+class CompactorClaim:
+    """The epoch we own and the manifest version written by the epoch bump."""
+
+    epoch: int
+    manifest: Versioned[Manifest]
+
+
+def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
+                    clock: Clock, timeout_s: float) -> CompactorClaim:
+    """Become the database's compactor (steps 1 of the module docstring).
+
+    Raises:
+        FencedError: another compactor claimed a newer epoch meanwhile.
+        InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
+        ConflictError / UnavailableError: could not write within the retries/timeout.
+    """
+    def bump(cur: Versioned[Manifest]) -> Manifest:
+        check_compactable(cur.value)
+        return replace(cur.value, compactor_epoch=cur.value.compactor_epoch + 1)
+
+    written = update_versioned(manifests, _deadline(clock, timeout_s, "fence manifest", bump),
+                               clock=clock)
+    epoch = written.value.compactor_epoch
+    claim_compactions(compactions, epoch, clock=clock, timeout_s=timeout_s,
+                      committed=written.value.referenced_sst_ids())
+    log.info("compactor fenced [epoch=%d, manifest_id=%d]", epoch, written.id)
+    return CompactorClaim(epoch, written)
+
+
+def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock,
+                      timeout_s: float, committed: Set[int] = frozenset(),
+                      ) -> Versioned[Compactions]:
+    """Write ``epoch`` into the compactions file, creating it if needed, and take over the
+    entries of the fenced coordinator (``committed``: SST ids the manifest references).
+
+    Raises:
+        FencedError: the file already carries ``epoch`` or a newer one from someone else.
+    """
+    if compactions.try_read_latest() is None:
+        try:
+            return compactions.write(1, take_over(None, epoch))
+        except ConflictError:
+            pass  # someone created it first: take over from their version
+
+    def claim(cur: Versioned[Compactions]) -> Compactions | None:
+        if cur.value.compactor_epoch == epoch:
+            return None  # our own write, whose response was lost
+        return take_over(cur.value, epoch, committed)
+
+    return update_versioned(compactions, _deadline(clock, timeout_s, "claim compactions", claim),
+                            clock=clock)
+
+
+def record_compaction(compactions: CompactionsStore, epoch: int, compaction: Compaction, *,
+                      clock: Clock, timeout_s: float) -> None:
+    """List ``compaction`` (Running) in the compactions file.
+
+    Raises:
+        FencedError: a newer compactor took over.
+    """
+    def add(cur: Versioned[Compactions]) -> Compactions | None:
+        if cur.value.compactor_epoch == epoch and cur.value.compaction(compaction.id) \
+                == compaction:
+            return None
+        return record(cur.value, epoch, compaction)
+
+    update_versioned(compactions, _deadline(clock, timeout_s, "record compaction", add),
+                     clock=clock)
+
+
+def mark_compaction(compactions: CompactionsStore, epoch: int, compaction_id: int,
+                    status: CompactionStatus, outputs: Sequence[SstHandle] | None = None, *,
+                    clock: Clock, timeout_s: float) -> None:
+    """Move our compaction to ``status`` (recording ``outputs`` when given).
+
+    Raises:
+        FencedError: a newer compactor took over.
+    """
+    def move(cur: Versioned[Compactions]) -> Compactions | None:
+        return finish(cur.value, epoch, compaction_id, status, outputs)
+
+    update_versioned(compactions, _deadline(clock, timeout_s, f"mark compaction {status.name}",
+                                            move), clock=clock)
+
+
+def mark_compaction_quietly(compactions: CompactionsStore, epoch: int, compaction_id: int,
+                            status: CompactionStatus, *, clock: Clock, timeout_s: float,
+                            outputs: Sequence[SstHandle] | None = None) -> bool:
+    """:func:`mark_compaction`, logging instead of raising (for cleanup paths)."""
+    try:
+        mark_compaction(compactions, epoch, compaction_id, status, outputs, clock=clock,
+                        timeout_s=timeout_s)
+        return True
+    except SlateError as exc:
+        log.warning("could not mark compaction %s [id=%d, error=%s]", status.name,
+                    compaction_id, exc)
+        return False
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    manifest: Versioned[Manifest]
+    rebases: int
+    marker: uuid.UUID
+
+
+def commit_manifest(
+    manifests: ManifestStore,
+    spec: CompactionSpec,
+    outputs: Sequence[SstHandle],
+    *,
+    epoch: int,
+    checkpoint_lifetime_s: float,
+    clock: Clock,
+    timeout_s: float,
+    marker: uuid.UUID | None = None,
+) -> CommitOutcome:
+    """Apply the compaction to the latest manifest with one CAS, rebasing on conflicts.
+
+    The CAS adds a checkpoint (id ``marker``) pinning the version the compaction was applied
+    to; finding that checkpoint (or our outputs) after a lost response means the commit
+    landed, so it is never applied twice.
+
+    Raises:
+        FencedError: another compactor took over (nothing committed).
+        SourcesChangedError: a source is gone (nothing committed).
+        ConflictError / UnavailableError: no commit within the retries/timeout.
+    """
+    marker = marker or uuid.uuid4()
+    output_ids = {h.id for h in outputs}
+    attempts = 0
+
+    def landed(m: Manifest) -> bool:
+        return is_committed(m, marker) or bool(output_ids & m.referenced_sst_ids())
+
+    def apply(cur: Versioned[Manifest]) -> Manifest | None:
+        nonlocal attempts
+        if landed(cur.value):
+            return None
+        check_epoch(cur.value, epoch)
+        check_writable_state(cur.value, "compaction commit")
+        attempts += 1
+        cp = new_checkpoint(cur.value, cur.id, now_s=clock.now_ms() / 1000.0,
+                            lifetime_s=checkpoint_lifetime_s, checkpoint_id=marker)
+        return apply_compaction(cur.value, spec, outputs, epoch=epoch, checkpoint=cp)
+
+    result = update_versioned(manifests, _deadline(clock, timeout_s, "compaction commit", apply),
+                              clock=clock)
+    if not landed(result.value):  # pragma: no cover - update_versioned returned unwritten
+        raise ConflictError("compaction commit did not land")
+    log.info("compaction committed [manifest_id=%d, rebases=%d, outputs=%d]",
+             result.id, max(0, attempts - 1), len(outputs))
+    return CommitOutcome(result, max(0, attempts - 1), marker)

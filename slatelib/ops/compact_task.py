@@ -1,0 +1,155 @@
+"""The units of a compaction job: ``CompactionTask`` -> ``CompactionResult`` / ``TaskFailure``.
+
+A :class:`CompactionTask` is everything one executor needs to compact one key range and
+nothing else: how to open the store (a :class:`~slatelib.objstore.StoreSpec`), the database
+root, the range, the input views that overlap it (with their SST handles and resolved
+object paths, clone SSTs included), the retention parameters and the output options. It is
+small, frozen and picklable, and independent of how the compaction was chosen (our
+planner today, an official coordinator's ``compactions/`` entry later).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from slatelib import errors as errors_module
+from slatelib.core.manifest import SstHandle, SstView
+from slatelib.core.ranges import BytesRange
+from slatelib.core.retention import RetentionStats
+from slatelib.errors import InternalError, SlateError
+from slatelib.format.sst import SstWriterOptions
+from slatelib.ids import Ulid, ulid_to_str
+from slatelib.objstore import StoreSpec
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One input view: the view, its SST handle and the object path of the SST."""
+
+    view: SstView
+    handle: SstHandle
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSource:
+    """An L0 view (one entry) or a sorted run (its views in key order), newest first."""
+
+    name: str
+    views: tuple[TaskView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionTask:
+    """One key range of one compaction, for one executor."""
+
+    store: StoreSpec
+    db_path: str
+    compaction_id: Ulid
+    index: int
+    range: BytesRange
+    sources: tuple[TaskSource, ...]
+    retention_min_seq: int
+    bottom: bool
+    clock_tick: int
+    sst_options: SstWriterOptions
+    max_sst_size: int
+    merge_operator: str | None = None
+    max_fetch_tasks: int = 4
+    bytes_to_fetch: int = 2 * 1024 * 1024
+    min_ulid_ms: int = 0
+    """Output SST ULIDs are minted no earlier than this (the compaction id's time), so
+    0.17's GC low watermark always covers them even if this executor's clock lags."""
+
+    @property
+    def label(self) -> str:
+        return f"{ulid_to_str(self.compaction_id)}#{self.index}"
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """What one task did, and how long each phase took (seconds)."""
+
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    ssts_in: int = 0
+    retention: dict[str, int] = field(default_factory=dict)
+    read_s: float = 0.0
+    merge_s: float = 0.0
+    write_s: float = 0.0
+    total_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_bytes: int = 0
+    windows: int = 0
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """The output SSTs of one task (in key order) and its metrics."""
+
+    index: int
+    outputs: tuple[SstHandle, ...]
+    metrics: TaskMetrics
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task that raised, as a picklable value (Spark would lose the error's type)."""
+
+    index: int
+    error_type: str
+    message: str
+    retryable: bool
+    path: str | None = None
+    block: int | None = None
+    region: str | None = None
+    attempt: int = 1
+
+    @staticmethod
+    def of(index: int, exc: BaseException) -> TaskFailure:
+        retryable = isinstance(exc, errors_module.UnavailableError | errors_module.
+                               CommitStateUnknownError | errors_module.AlreadyExistsError)
+        return TaskFailure(
+            index=index,
+            error_type=type(exc).__name__ if isinstance(exc, SlateError) else "InternalError",
+            message=str(exc) if isinstance(exc, SlateError)
+            else f"{type(exc).__name__}: {exc}",
+            retryable=retryable,
+            path=getattr(exc, "path", None),
+            block=getattr(exc, "block", None),
+            region=getattr(exc, "region", None),
+        )
+
+    def to_error(self) -> SlateError:
+        """The error to raise on the driver, of the same slatelib kind (path, block and
+        region kept)."""
+        cls: Any = getattr(errors_module, self.error_type, InternalError)
+        if not (isinstance(cls, type) and issubclass(cls, SlateError)) or issubclass(
+                cls, errors_module.MergeOperatorMissingError):
+            cls = InternalError if cls is not errors_module.MergeOperatorMissingError \
+                else errors_module.InvalidArgumentError
+        message = (f"compaction task {self.index} failed (attempt {self.attempt}): "
+                   f"{self.message}")
+        try:
+            err: SlateError = cls(message)
+        except TypeError:
+            err = InternalError(message)
+        for name in ("path", "block", "region"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(err, name, value)
+        return err
+
+
+TaskOutcome = CompactionResult | TaskFailure
+
+
+def sum_retention(results: list[CompactionResult]) -> RetentionStats:
+    total = RetentionStats()
+    for r in results:
+        total.add(RetentionStats(**r.metrics.retention))
+    return total

@@ -1,0 +1,85 @@
+"""Test helpers for compaction suites: small databases built directly with slatelib's
+codecs (a writer-style L0 flush), so unit tests need neither the official package nor the
+slatelib writer.
+
+``flush_l0`` does what a 0.17 memtable flush does to the manifest (spec 11): one new L0 SST
+of the given rows, prepended to ``l0`` as an identity view, with ``last_l0_seq``,
+``last_l0_clock_tick`` and ``recent_snapshot_min_seq`` advanced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
+from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows
+from slatelib.core.row import Row, compacted_order_key
+from slatelib.format.sst import SstWriter, SstWriterOptions
+from slatelib.ids import UlidGenerator
+from slatelib.objstore import ObjectStore
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.sequenced import Versioned
+from slatelib.store.table_store import TableStore
+from slatelib.txn import update_versioned
+
+NOW_MS = 1_750_000_000_000
+_ids = UlidGenerator()
+SMALL = SstWriterOptions(block_size=256, min_filter_keys=4)
+
+
+def new_db(store: ObjectStore, root: str) -> None:
+    ManifestStore(store, root).write(1, Manifest.initial())
+
+
+def write_sst(store: ObjectStore, root: str, rows: Iterable[Row],
+              options: SstWriterOptions = SMALL, now_ms: int = NOW_MS) -> SstHandle:
+    ordered = sorted(rows, key=compacted_order_key)
+    w = SstWriter(options)
+    w.add_rows(ordered)
+    enc = w.finish()
+    sst_id = _ids.new(now_ms)
+    TableStore(store, root).write_sst(sst_id, enc)
+    return SstHandle(sst_id, enc.info, enc.format_version)
+
+
+def flush_l0(store: ObjectStore, root: str, rows: Sequence[Row], *,
+             options: SstWriterOptions = SMALL, now_ms: int = NOW_MS,
+             snapshot_min_seq: int | None = None) -> SstView:
+    """Write ``rows`` as a new L0 SST and add it to the manifest as a flush would."""
+    handle = write_sst(store, root, rows, options, now_ms)
+    view = SstView.identity(handle.id)
+    top = max(r[1] for r in rows)
+
+    def add(cur: Versioned[Manifest]) -> Manifest:
+        m = cur.value.with_trees(l0=(view, *cur.value.l0), new_ssts=[handle])
+        seq = max(m.last_l0_seq, top)
+        return replace(m, last_l0_seq=seq, last_l0_clock_tick=max(m.last_l0_clock_tick, now_ms),
+                       recent_snapshot_min_seq=seq if snapshot_min_seq is None
+                       else snapshot_min_seq)
+
+    update_versioned(ManifestStore(store, root), add)
+    return view
+
+
+def add_run(store: ObjectStore, root: str, run_id: int, chunks: Sequence[Sequence[Row]], *,
+            options: SstWriterOptions = SMALL, now_ms: int = NOW_MS) -> SortedRun:
+    """Add a sorted run made of one SST per chunk (chunks in key order, disjoint)."""
+    handles = [write_sst(store, root, c, options, now_ms) for c in chunks]
+    run = SortedRun(run_id, tuple(SstView.identity(h.id) for h in handles))
+
+    def add(cur: Versioned[Manifest]) -> Manifest:
+        runs = sorted((*cur.value.compacted, run), key=lambda r: -r.id)
+        m = cur.value.with_trees(compacted=runs, new_ssts=handles)
+        top = max(r[1] for c in chunks for r in c)
+        return replace(m, last_l0_seq=max(m.last_l0_seq, top))
+
+    update_versioned(ManifestStore(store, root), add)
+    return run
+
+
+def visible(rows_by_source: Iterable[Iterable[Row]],
+            merge_operator: MergeOperator | None = None) -> dict[bytes, bytes]:
+    """What a reader sees given all versions (any order): the model of a database."""
+    srcs = [sorted(rs, key=compacted_order_key) for rs in rows_by_source]
+    return dict(resolve_rows(merge_sources(srcs), merge_operator))

@@ -1,0 +1,200 @@
+"""Splitting a compaction into key ranges, and merging sources in windows."""
+
+from __future__ import annotations
+
+import random
+from itertools import chain
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slatelib.core.range_split import (
+    Anchor,
+    block_anchors,
+    hot_ranges,
+    overlaps,
+    range_count,
+    range_weight,
+    ranges_from_boundaries,
+    split_by_weight,
+    view_anchor,
+)
+from slatelib.core.ranges import BytesRange
+from slatelib.core.row import Row
+from slatelib.core.window_merge import merge_windows
+from slatelib.errors import InvalidArgumentError
+
+MiB = 1 << 20
+
+
+# ----------------------------------------------------------------------------- counts
+def test_range_count_uses_every_slot_when_input_is_large() -> None:
+    assert range_count(300 * MiB, parallelism=2, max_sst_size=256 * MiB,
+                       min_range_bytes=32 * MiB) == 2
+
+
+def test_range_count_never_makes_ranges_below_the_minimum() -> None:
+    assert range_count(50 * MiB, parallelism=64, max_sst_size=256 * MiB,
+                       min_range_bytes=32 * MiB) == 2
+    assert range_count(1, parallelism=64, max_sst_size=256 * MiB,
+                       min_range_bytes=32 * MiB) == 1
+
+
+def test_range_count_follows_the_output_sst_size_on_few_slots() -> None:
+    # 8 SSTs of 1 MiB at most per range: 100 MiB needs 13 ranges even on 2 slots
+    assert range_count(100 * MiB, parallelism=2, max_sst_size=MiB,
+                       min_range_bytes=MiB) == 13
+
+
+def test_range_count_oversplits_with_tasks_per_slot() -> None:
+    assert range_count(1000 * MiB, parallelism=4, max_sst_size=256 * MiB,
+                       min_range_bytes=MiB, tasks_per_slot=3) == 12
+
+
+def test_range_count_rejects_non_positive_inputs() -> None:
+    with pytest.raises(InvalidArgumentError):
+        range_count(10, parallelism=0, max_sst_size=1, min_range_bytes=1)
+
+
+# ------------------------------------------------------------------------- boundaries
+def _keys(rng: BytesRange, keys: list[bytes]) -> list[bytes]:
+    return [k for k in keys if rng.contains(k)]
+
+
+def test_ranges_cover_the_key_space_without_overlap() -> None:
+    ranges = ranges_from_boundaries([b"f", b"m"])
+    keys = [b"", b"a", b"f", b"g", b"m", b"z" * 9]
+    assert [_keys(r, keys) for r in ranges] == [[b"", b"a"], [b"f", b"g"], [b"m", b"z" * 9]]
+
+
+def test_split_balances_weight_between_ranges() -> None:
+    anchors = [Anchor(bytes([i]), 10) for i in range(100)]
+    ranges = split_by_weight(anchors, 4)
+    assert len(ranges) == 4
+    assert [range_weight(r, anchors) for r in ranges] == [250, 250, 250, 250]
+
+
+def test_dense_key_regions_get_narrower_ranges() -> None:
+    # many sources overlap on [0x10, 0x20): that region weighs 10x the rest
+    anchors = [Anchor(bytes([i]), 100 if 0x10 <= i < 0x20 else 10) for i in range(0x80)]
+    ranges = split_by_weight(anchors, 4)
+    widths = [len(_keys(r, [bytes([i]) for i in range(0x80)])) for r in ranges]
+    assert widths[0] < widths[-1]
+    weights = [range_weight(r, anchors) for r in ranges]
+    assert max(weights) <= 1.3 * min(weights)
+
+
+def test_a_heavy_anchor_is_not_followed_by_near_empty_ranges() -> None:
+    anchors = [Anchor(b"a", 1000), Anchor(b"b", 1), Anchor(b"c", 1), Anchor(b"d", 1)]
+    ranges = split_by_weight(anchors, 4)
+    assert len(ranges) == 2 and ranges[1].start.key == b"b"
+
+
+def test_equal_anchor_keys_never_produce_an_empty_range() -> None:
+    anchors = [Anchor(b"k", 50)] * 8 + [Anchor(b"m", 50)]
+    ranges = split_by_weight(anchors, 4)
+    assert all(not r.is_empty() for r in ranges)
+    assert len(ranges) == 2
+
+
+def test_hot_ranges_are_the_ones_far_above_the_target() -> None:
+    anchors = [Anchor(b"a", 10), Anchor(b"b", 10), Anchor(b"c", 100)]
+    ranges = ranges_from_boundaries([b"b"])
+    assert hot_ranges(ranges, anchors, 2) == [1]
+    assert hot_ranges(ranges, anchors, 1) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=4), st.integers(0, 1000)),
+                min_size=1, max_size=60), st.integers(1, 12))
+def test_every_anchor_lands_in_exactly_one_range(items: list[tuple[bytes, int]],
+                                                 count: int) -> None:
+    anchors = [Anchor(k, w) for k, w in items]
+    ranges = split_by_weight(anchors, count)
+    assert 1 <= len(ranges) <= count
+    for a in anchors:
+        assert sum(r.contains(a.key) for r in ranges) == 1
+    starts = [r.start.key for r in ranges[1:]]
+    assert starts == sorted(set(starts))
+
+
+# --------------------------------------------------------------------------- anchors
+def test_block_anchors_weigh_each_block_and_clip_to_the_view() -> None:
+    first_keys = [b"", b"c", b"f", b"k"]
+    offsets = [0, 100, 250, 300]
+    all_ = block_anchors(first_keys, offsets, 400, b"a", BytesRange.all())
+    assert all_ == [Anchor(b"a", 100), Anchor(b"c", 150), Anchor(b"f", 50), Anchor(b"k", 100)]
+    clipped = block_anchors(first_keys, offsets, 400, b"a", BytesRange.half_open(b"d", b"g"))
+    assert clipped == [Anchor(b"d", 150), Anchor(b"f", 50)]
+
+
+def test_block_anchors_are_sampled_per_sst() -> None:
+    n = 1000
+    got = block_anchors([b""] + [b"%04d" % i for i in range(1, n)], list(range(0, 10 * n, 10)),
+                        10 * n, b"0000", BytesRange.all(), max_anchors=100)
+    assert len(got) == 100 and sum(a.weight for a in got) == 10 * n
+
+
+def test_view_anchor_and_overlap() -> None:
+    eff = BytesRange.half_open(b"c", b"f")
+    assert view_anchor(eff, 7) == Anchor(b"c", 7)
+    assert overlaps(eff, BytesRange.half_open(b"e", None))
+    assert not overlaps(eff, BytesRange.half_open(b"f", None))
+
+
+# ------------------------------------------------------------------------ window merge
+def _row(key: bytes, seq: int) -> Row:
+    return (key, seq, 0, b"v", None, None)
+
+
+def _blocks(rows: list[Row], size: int) -> list[list[Row]]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 9)), max_size=40),
+                min_size=1, max_size=5), st.integers(1, 7), st.integers(1, 20))
+def test_windows_merge_sources_and_never_split_a_key(
+    sources: list[list[tuple[int, int]]], block: int, fill: int
+) -> None:
+    streams = []
+    for i, src in enumerate(sources):
+        rows = sorted({(b"%03d" % k, s * 10 + i) for k, s in src},
+                      key=lambda r: (r[0], -r[1]))
+        streams.append(_blocks([_row(k, s) for k, s in rows], block))
+    windows = list(merge_windows(streams, fill_rows=fill))
+    merged = list(chain.from_iterable(windows))
+    assert [r[0] for r in merged] == sorted(r[0] for r in merged)
+    assert sorted(merged) == sorted(chain.from_iterable(chain.from_iterable(streams)))
+    seen: set[bytes] = set()
+    for w in windows:
+        keys = {r[0] for r in w}
+        assert not keys & seen
+        seen |= keys
+
+
+def test_windows_keep_the_newer_source_first_within_a_key() -> None:
+    newer = [[_row(b"a", 9), _row(b"b", 8)]]
+    older = [[_row(b"a", 3)], [_row(b"b", 2)]]
+    merged = list(chain.from_iterable(merge_windows([newer, older], fill_rows=1)))
+    assert merged == [_row(b"a", 9), _row(b"a", 3), _row(b"b", 8), _row(b"b", 2)]
+
+
+def test_a_key_spanning_many_blocks_is_read_to_its_end() -> None:
+    rows = [_row(b"k", s) for s in range(100, 0, -1)] + [_row(b"z", 1)]
+    other = [[_row(b"a", 500)], [_row(b"zz", 1)]]
+    windows = list(merge_windows([_blocks(rows, 3), other], fill_rows=2))
+    k_windows = [w for w in windows if any(r[0] == b"k" for r in w)]
+    assert len(k_windows) == 1 and sum(r[0] == b"k" for r in k_windows[0]) == 100
+
+
+def test_random_interleaved_sources_merge_in_order() -> None:
+    rng = random.Random(7)
+    sources = []
+    for i in range(6):
+        keys = sorted(rng.sample(range(10_000), 800))
+        sources.append(_blocks([_row(b"%05d" % k, i) for k in keys], 37))
+    merged = list(chain.from_iterable(merge_windows(sources, fill_rows=100)))
+    assert len(merged) == 4800
+    assert [r[0] for r in merged] == sorted(r[0] for r in merged)
