@@ -12,7 +12,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags check run bench package-jobs flatbuffers clean
+        test-dags check run bench bench-compaction bench-writer bench-gc package-jobs flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -51,17 +51,31 @@ check: lint typecheck test-unit ## lint + typecheck + unit tests
 test: $(STAMP) ## every suite but the benchmarks (the command CI runs)
 	$(PYTEST) tests -q -p no:cacheprovider
 
-run: $(STAMP) ## the main job: build the demo database and read it back
+run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	$(BIN)/python scripts/gen_demo_data.py --rows 200000 --out $(DEMO_DIR)/data.jsonl
-	$(BIN)/slate --db $(DEMO_DB) load $(DEMO_DIR)/data.jsonl --sst-size 4MiB
+	$(BIN)/python scripts/compaction_demo.py write --db $(DEMO_DB) --rows 200000 --l0s 6 \
+	    --model $(DEMO_DIR)/model.jsonl
+	$(BIN)/slate --db $(DEMO_DB) summary
+	SLATELIB_COMPACTION__MIN_RANGE_BYTES=1MiB PYSPARK_PYTHON=$(CURDIR)/$(BIN)/python \
+	    PYSPARK_DRIVER_PYTHON=$(CURDIR)/$(BIN)/python SLATELIB_SPARK_LOG_LEVEL=ERROR \
+	    $(BIN)/spark-submit --master 'local[2]' --conf spark.ui.enabled=false --conf spark.log.level=WARN \
+	    jobs/compact.py --db $(DEMO_DB) --policy l0 --report $(DEMO_DIR)/report.json
 	$(BIN)/slate --db $(DEMO_DB) summary
 	$(BIN)/slate --db $(DEMO_DB) get 757365723a3030303030303432   # user:00000042
-	$(BIN)/slate --db $(DEMO_DB) scan --start 757365723a3030313030303030 --limit 3   # from user:00100000
-	$(BIN)/python scripts/verify_demo.py --db $(DEMO_DB) --data $(DEMO_DIR)/data.jsonl
+	$(BIN)/python scripts/compaction_demo.py verify --db $(DEMO_DB) --model $(DEMO_DIR)/model.jsonl \
+	    --report $(DEMO_DIR)/report.json
 
 bench: $(STAMP) ## benchmarks side by side with the official package (see benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_read.py
+
+bench-compaction: $(STAMP) ## official 0.17 compactor vs the Spark compaction job (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_compaction.py
+
+bench-writer: $(STAMP) ## slatelib Db vs official Db: durable puts and point gets (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_writer.py
+
+bench-gc: $(STAMP) ## official run_gc_once vs jobs/gc.py on ~100k garbage objects, local disk and moto S3 (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_gc.py
 
 package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
 	$(BIN)/python -m pip wheel --no-deps -w dist .

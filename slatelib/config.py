@@ -150,6 +150,7 @@ class WriterSettings:
     l0_max_ssts: int = 8
     max_unflushed_bytes: int = field(default=1024 * 1024 * 1024, metadata=SIZE)
     wal_batch_max_bytes: int = field(default=4 * 1024 * 1024, metadata=SIZE)
+    wal_max_in_flight: int = 1
     manifest_poll_interval: float = field(default=1.0, metadata=DURATION)
     default_ttl_millis: int | None = None
 
@@ -176,6 +177,9 @@ class CompactionSettings:
     merge_operator: str | None = None
     checkpoint_lifetime: float = field(default=900.0, metadata=DURATION)
     manifest_update_timeout: float = field(default=300.0, metadata=DURATION)
+    min_range_bytes: int = field(default=32 * 1024 * 1024, metadata=SIZE)
+    tasks_per_slot: int = 1
+    task_attempts: int = 3
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,9 @@ class GcSettings:
     db_delete_grace: float = field(default=86400.0, metadata=DURATION)
     dry_run: bool = True
     wal_fence_dry_run: bool = True
-    delete_concurrency: int = 16
-    list_partitions: int = 0  # 0: derived from the listing size
+    delete_concurrency: int = 16  # delete requests in flight per task (batches of 1000)
+    list_partitions: int = 0  # max key ranges per directory; 0: 4 x Spark parallelism, <= 64
+    driver_listing_max: int = 1000  # wal/ or compacted/ this small is decided on the driver
 
 
 @dataclass(frozen=True)

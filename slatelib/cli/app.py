@@ -30,6 +30,9 @@ from slatelib.paths import normalize_path
 
 COMMAND_MODULES = [
     "slatelib.cli.read_cmds",
+    "slatelib.cli.admin_cmds",
+    "slatelib.cli.gc_cmds",
+    "slatelib.cli.compact_cmds",
 ]
 
 EXIT_OK = 0

@@ -19,6 +19,13 @@ a time so that a Spark executor can decide its share of a listing from a small, 
 - **compactions/**: every version but the latest, once older than ``min_age``.
 - An object whose name is not exactly what SlateDB writes (``<20 digits>.manifest``,
   ``<20 digits>.sst``, ``<ULID>.sst``, ``<20 digits>.compactions``) is always kept.
+
+GC only ever deletes a path exactly as the listing returned it, and only when that path is
+the canonical name of the id it parses to; references are matched by id, never by a path
+string built from a manifest. A listing that spells names differently from what SlateDB
+writes (another scheme, percent-encoding, case) therefore deletes nothing (Iceberg's orphan
+removal once deleted live files because a listing said ``s3a://`` where the metadata said
+``s3://``).
 """
 
 from __future__ import annotations
@@ -210,9 +217,11 @@ class Classified:
     kind: ObjectKind
     id: int | None = None
     why: str = ""
+    in_layout: bool = True
 
 
-_DIRS = {MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR}
+LAYOUT_DIRS = frozenset({MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR})
+"""The directories of a database; GC never deletes outside them."""
 
 
 def classify(root: str, path: str, size: int) -> Classified:
@@ -224,10 +233,11 @@ def classify(root: str, path: str, size: int) -> Classified:
     """
     prefix = f"{root}/" if root else ""
     if not path.startswith(prefix):
-        return Classified(ObjectKind.UNKNOWN, why=f"outside the database root {root!r}")
+        return Classified(ObjectKind.UNKNOWN, why=f"outside the database root {root!r}",
+                          in_layout=False)
     directory, _, name = path[len(prefix):].partition("/")
-    if directory not in _DIRS or not name:
-        return Classified(ObjectKind.UNKNOWN, why="not in a SlateDB directory")
+    if directory not in LAYOUT_DIRS or not name:
+        return Classified(ObjectKind.UNKNOWN, why="not in a SlateDB directory", in_layout=False)
     if "/" in name:
         return Classified(ObjectKind.UNKNOWN, why=f"nested below {directory}/")
     if directory == GC_DIR:
@@ -260,7 +270,7 @@ def decide(
         return GcDecision(path, c.kind, action, reason, size, last_modified_ms)
 
     if rules.destroy is not None:
-        if c.kind is ObjectKind.UNKNOWN and not c.why.startswith("nested"):
+        if not c.in_layout:
             return out(Action.KEEP, f"kept: {c.why}; destroy removes only SlateDB directories")
         if path == rules.destroy.latest_manifest_path:
             return out(Action.DELETE, f"delete last: the latest manifest; {rules.destroy.reason}")
@@ -289,9 +299,11 @@ def _age_text(rules: GcRules, age_ms: int) -> str:
 def _sequenced(rules: GcRules, kind: ObjectKind, vid: int, age_ms: int) -> tuple[Action, str]:
     seq = rules.manifests if kind is ObjectKind.MANIFEST else rules.compactions
     what = "manifest" if kind is ObjectKind.MANIFEST else "compactions file"
-    if seq.latest_id is None or vid >= seq.latest_id:
+    if seq.latest_id is None:
+        return Action.KEEP, f"kept: {seq.blocked or f'GC read no latest {what}'}"
+    if vid >= seq.latest_id:
         return Action.KEEP, f"kept: the latest {what}" if vid == seq.latest_id else (
-            f"kept: {what} {vid} is not older than the latest one GC read")
+            f"kept: {what} {vid} is not older than the latest one GC read ({seq.latest_id})")
     pin = seq.pinned.get(vid)
     if pin is not None:
         return Action.KEEP, f"kept: pinned by {pin}"
@@ -365,8 +377,10 @@ def _compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) -> tup
             f"kept: unreferenced and {when}, but the object was {_age_text(rules, age_ms)}: "
             "its writer's clock may run behind"
         )
+    binding = ("now - min_age" if cut.cutoff_ms == cut.min_age_ms else
+               "the compaction low watermark" if cut.cutoff_ms == cut.low_watermark_ms else
+               "the newest L0")
     return Action.DELETE, (
         f"delete: referenced by no live manifest ({rules.live_summary}); {when}, before the "
-        f"cutoff {fmt_time(cut.cutoff_ms)} (min of now - min_age, compaction low watermark, "
-        f"newest L0); object {_age_text(rules, age_ms)}"
+        f"cutoff {fmt_time(cut.cutoff_ms)} ({binding}); object {_age_text(rules, age_ms)}"
     )

@@ -1,0 +1,63 @@
+"""Scheduled compaction of SlateDB databases: ``spark-submit jobs/compact.py``.
+
+No logic here and nothing from slatelib is imported: the DAG renders one spark-submit
+command from its params (override them per run with ``dag_run.conf``, e.g.
+``{"policy": "full"}`` for a weekly full compaction, or ``{"dry_run": true}`` to see the
+plan). The policy and its options default to the ``[compaction]`` section of the
+``conf_files``; ``max_sst_size`` and ``parallelism`` are passed only when set. Every run
+writes its JSON report next to the logs. One run at a time: a second compaction of the same
+database would only fence the first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow import DAG
+
+try:  # Airflow 3
+    from airflow.providers.standard.operators.bash import BashOperator
+except ImportError:  # Airflow 2
+    from airflow.operators.bash import BashOperator
+
+COMPACT_COMMAND = """\
+cd {{ params.project_dir }} && \
+spark-submit {{ params.spark_submit_args }} \
+  --py-files {{ params.py_files }} \
+  jobs/compact.py \
+{% for db in params.databases %}  --db {{ db }} \
+{% endfor %}{% if params.dbs_file %}  --dbs-file {{ params.dbs_file }} \
+{% endif %}{% if params.discover %}  --discover {{ params.discover }} \
+{% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} \
+{% endfor %}{% if params.policy %}  --policy {{ params.policy }} \
+{% endif %}{% if params.max_sst_size %}  --max-sst-size {{ params.max_sst_size }} \
+{% endif %}{% if params.parallelism %}  --parallelism {{ params.parallelism }} \
+{% endif %}{% if params.dry_run is sameas true %}  --dry-run \
+{% endif %}  --report {{ params.report_dir }}/compaction-{{ ts_nodash }}.json"""
+
+with DAG(
+    dag_id="compaction",
+    description="Compact SlateDB databases on Spark (one manifest CAS per database)",
+    start_date=datetime(2026, 1, 1),
+    schedule=timedelta(minutes=30),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
+    params={
+        "project_dir": "/opt/slatelib",
+        "spark_submit_args": "--master yarn --deploy-mode client",
+        "py_files": "dist/slatelib-0.1.0-py3-none-any.whl",
+        "databases": [],
+        "dbs_file": "",
+        "discover": "",
+        "conf_files": ["conf/base.toml"],
+        "policy": "",
+        "max_sst_size": "",
+        "parallelism": "",
+        "dry_run": False,
+        "report_dir": "/var/log/slatelib",
+    },
+    tags=["slatelib", "compaction"],
+) as dag:
+    BashOperator(task_id="compact", bash_command=COMPACT_COMMAND,
+                 execution_timeout=timedelta(hours=4))

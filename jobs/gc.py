@@ -1,0 +1,131 @@
+"""Garbage-collect SlateDB databases on Spark.
+
+    spark-submit jobs/gc.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
+        [--min-age DURATION] [--force] [--dry-run | --no-dry-run] [--report FILE]
+        [--conf FILE ...] [-v]
+
+Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark backend
+(``jobs/_gc_spark.py``): the driver reads the manifests, executors list ``wal/`` and
+``compacted/`` in key ranges and delete in parallel. Databases are isolated: one failing
+does not stop the others, and each has its own entry in the report.
+
+Dry run is the default unless ``[gc] dry_run = false`` is configured or ``--no-dry-run`` is
+given; a dry run prints every decision as a JSON line (``{"db": ..., "action": ...,
+"reason": ...}``) before the report. The report (also written to ``--report FILE``) gives
+per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
+re-check), boundary moves, removed checkpoints, detached clones, refusals, errors and the
+time per phase. Exit code: 0 when every database succeeded, else the first failure's code
+(2 bad arguments, 3 fenced, 4 conflict, 5 data error, 6 storage unavailable, 1 other).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs._common import (
+    DbTarget,
+    add_common_args,
+    configure_logging,
+    emit_report,
+    resolve_targets,
+    run_isolated,
+    settings_from,
+    usage_error,
+)
+from slatelib.config import Settings
+from slatelib.core.gc_rules import GcDecision
+from slatelib.errors import InvalidArgumentError
+from slatelib.objstore import open_store
+from slatelib.ops.gc import gc_options, run_gc
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The job's arguments (the common ones of ``jobs/_common.py`` plus GC's)."""
+    p = argparse.ArgumentParser(prog="jobs/gc.py", description=__doc__.split("\n\n")[0])
+    add_common_args(p)
+    p.add_argument("--min-age", metavar="DURATION",
+                   help="only objects older than this may go (default [gc] min_age, 5min)")
+    p.add_argument("--force", action="store_true",
+                   help="allow --min-age below [gc] min_age_floor (5min)")
+    p.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=None,
+                   help="decide and report only (default: [gc] dry_run, true)")
+    return p
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], int]:
+    """Collect every database the arguments name. Returns the report and the exit code.
+
+    Raises:
+        InvalidArgumentError: bad options (e.g. ``--min-age`` below the floor without
+            ``--force``) or no database given; raised before any database is touched.
+    """
+    from jobs._gc_spark import SparkBackend
+
+    options = gc_options(settings, min_age=args.min_age, force=args.force)
+    options.check()
+    targets = resolve_targets(args)
+    dry_run = settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
+    backend = SparkBackend(spark, list_partitions=settings.gc.list_partitions,
+                           delete_concurrency=settings.gc.delete_concurrency,
+                           local_threshold=settings.gc.driver_listing_max)
+    started = time.monotonic()
+
+    def one(t: DbTarget) -> dict[str, Any]:
+        if t.store_url.startswith("memory:"):
+            raise InvalidArgumentError(f"{t.name}: memory:// stores live in one process; "
+                                       "the Spark executors cannot see them")
+
+        def show(d: GcDecision) -> None:
+            sys.stdout.write(json.dumps({"db": t.name, **d.to_json()}) + "\n")
+
+        report = run_gc(open_store(t.store_url), t.path, options, dry_run=dry_run,
+                        backend=backend, on_decision=show if dry_run else None)
+        out = report.to_json()
+        out["exit_code"] = 1 if report.error_count else 0
+        return out
+
+    results, code = run_isolated(targets, one)
+    totals: dict[str, int] = {"databases": len(results),
+                              "failed": sum(1 for r in results if r["exit_code"])}
+    for r in results:
+        for k, v in (r.get("totals") or {}).items():
+            totals[k] = totals.get(k, 0) + v
+    report = {"job": "gc", "dry_run": dry_run, "min_age_s": options.min_age_s,
+              "totals": totals, "databases": results,
+              "seconds": round(time.monotonic() - started, 3)}
+    return report, code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, run every database, print the report; returns the exit code (2 for bad
+    arguments, before Spark starts)."""
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        settings = settings_from(args)
+        gc_options(settings, min_age=args.min_age, force=args.force).check()
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    from jobs._spark import build_spark
+
+    spark = build_spark("slatelib-gc")
+    try:
+        report, code = run(spark, settings, args)
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    finally:
+        spark.stop()
+    emit_report(report, args.report)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

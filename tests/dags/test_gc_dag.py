@@ -1,0 +1,107 @@
+"""The GC DAG: loads without Airflow internals or slatelib, renders a command that
+jobs/gc.py accepts, and stays a dry run unless conf flips it.
+
+Airflow is not installed here, so the test provides the few names the DAG file uses
+(``DAG`` as a context manager, ``BashOperator``) and renders the command with Jinja, as
+Airflow would.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shlex
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+
+from jobs.gc import build_parser
+from slatelib.config import load_settings
+
+pytestmark = pytest.mark.dags
+
+ROOT = Path(__file__).resolve().parents[2]
+DAG_FILE = ROOT / "airflow_dags" / "gc.py"
+
+
+class FakeDag:
+    current: FakeDag | None = None
+
+    def __init__(self, dag_id: str, **kwargs: Any) -> None:
+        self.dag_id = dag_id
+        self.kwargs = kwargs
+        self.tasks: list[FakeBash] = []
+
+    def __enter__(self) -> FakeDag:
+        FakeDag.current = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        FakeDag.current = None
+
+
+class FakeBash:
+    def __init__(self, *, task_id: str, bash_command: str, **kwargs: Any) -> None:
+        self.task_id = task_id
+        self.bash_command = bash_command
+        self.kwargs = kwargs
+        assert FakeDag.current is not None, "operator created outside a DAG"
+        FakeDag.current.tasks.append(self)
+
+
+@pytest.fixture
+def dag(monkeypatch: pytest.MonkeyPatch) -> FakeDag:
+    airflow = types.ModuleType("airflow")
+    airflow.DAG = FakeDag  # type: ignore[attr-defined]
+    bash = types.ModuleType("airflow.providers.standard.operators.bash")
+    bash.BashOperator = FakeBash  # type: ignore[attr-defined]
+    for name, mod in {"airflow": airflow, "airflow.providers": types.ModuleType("p"),
+                      "airflow.providers.standard": types.ModuleType("s"),
+                      "airflow.providers.standard.operators": types.ModuleType("o"),
+                      "airflow.providers.standard.operators.bash": bash}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    spec = importlib.util.spec_from_file_location("gc_dag_under_test", DAG_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loaded: FakeDag = module.dag
+    return loaded
+
+
+def render(dag: FakeDag, **overrides: Any) -> list[str]:
+    params = {**dag.kwargs["params"], **overrides}
+    text = jinja2.Template(dag.tasks[0].bash_command).render(params=params, ts_nodash="20260101T000000")
+    argv = shlex.split(text.replace("\\\n", " "))
+    return argv[argv.index("jobs/gc.py") + 1:]
+
+
+def test_dag_file_imports_nothing_from_slatelib() -> None:
+    tree = ast.parse(DAG_FILE.read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m.startswith(("slatelib", "jobs")) for m in imported), imported
+
+
+def test_dag_is_named_after_its_file_and_never_overlaps_itself(dag: FakeDag) -> None:
+    assert dag.dag_id == DAG_FILE.stem == "gc"
+    assert [t.task_id for t in dag.tasks] == ["gc"]
+    assert dag.kwargs["max_active_runs"] == 1 and dag.kwargs["catchup"] is False
+
+
+def test_default_run_is_a_dry_run_decided_by_conf(dag: FakeDag) -> None:
+    args = build_parser().parse_args(render(dag, databases=["s3://b/t/a", "s3://b/t/b"]))
+    assert args.db == ["s3://b/t/a", "s3://b/t/b"] and args.dry_run is None
+    assert args.report == "/var/log/slatelib/gc-20260101T000000.json"
+    settings = load_settings([ROOT / c for c in args.conf])
+    assert settings.gc.dry_run is True
+
+
+def test_run_conf_can_force_either_way(dag: FakeDag) -> None:
+    parser = build_parser()
+    assert parser.parse_args(render(dag, discover="s3://b/t/", dry_run=False)).dry_run is False
+    forced = parser.parse_args(render(dag, dbs_file="/etc/dbs.txt", dry_run=True, min_age="1h"))
+    assert (forced.dry_run, forced.dbs_file, forced.min_age) == (True, "/etc/dbs.txt", "1h")
