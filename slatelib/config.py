@@ -14,6 +14,7 @@ integers or strings with a binary unit ("64MiB").
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -57,16 +58,18 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     if isinstance(text, bool):
         raise InvalidArgumentError(f"{what}: expected a duration, got {text!r}")
     if isinstance(text, int | float):
-        if text < 0:
-            raise InvalidArgumentError(f"{what}: negative duration {text!r}")
+        if not math.isfinite(text) or text < 0:
+            raise InvalidArgumentError(f"{what}: not a finite duration >= 0: {text!r}")
         return float(text)
     s = text.strip()
     if not s:
         raise InvalidArgumentError(f"{what}: empty duration")
     try:
-        return float(s) if float(s) >= 0 else _bad_duration(what, text)
+        number = float(s)
     except ValueError:
         pass
+    else:  # "inf", "nan" and "1e400" are floats but no durations
+        return number if math.isfinite(number) and number >= 0 else _bad_duration(what, text)
     total = 0.0
     pos = 0
     while pos < len(s):
@@ -80,7 +83,7 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
             raise InvalidArgumentError(f"{what}: unknown duration unit {unit!r} in {text!r}")
         total += float(m.group(1)) * factor
         pos = m.end()
-    return total
+    return total if math.isfinite(total) else _bad_duration(what, text)
 
 
 def _bad_duration(what: str, text: object) -> float:
@@ -131,7 +134,14 @@ class SstSettings:
 
 @dataclass(frozen=True)
 class ReaderSettings:
-    """Read path: prefetch and caching, and the checkpoint protocol of ``DbReader``."""
+    """Read path: prefetch and caching, and the checkpoint protocol of ``DbReader``.
+
+    A scan reads each SST in ranged GETs of consecutive blocks (up to 1 MiB each) and keeps
+    at most ``prefetch_blocks`` of those GETs in flight per SST it is scanning, so a scan
+    holds about ``sources * prefetch_blocks * 1 MiB`` of blocks plus ``block_cache_bytes``
+    (decoded blocks and every SST's index and bloom filter, as in 0.17's block cache; keep
+    it above the size of one SST's index). ``io_threads`` run those GETs.
+    """
 
     manifest_poll_interval: float = field(default=1.0, metadata=DURATION)
     checkpoint_lifetime: float = field(default=600.0, metadata=DURATION)

@@ -32,6 +32,7 @@ from slatelib.core.checkpoints import (
     plan_reader_checkpoint,
     refresh_checkpoint,
     refresh_due,
+    remove_checkpoints,
     tree_changed,
 )
 from slatelib.core.manifest import Checkpoint, Manifest
@@ -213,9 +214,11 @@ class DbReader:
         ), clock=self._clock, current=latest)
         cp = stored.value.checkpoint(checkpoint_id)
         assert cp is not None
+        # Ours from now on (the old one is gone), even if reading what it pins fails below:
+        # the next poll then replaces it instead of leaving it behind until it expires.
+        self._checkpoint = cp
         pinned = stored if stored.id == cp.manifest_id else self.manifests.read(cp.manifest_id)
         self._install(pinned, last_wal_id=None)
-        self._checkpoint = cp
         log.info("reader checkpoint established [path=%s, checkpoint=%s, manifest_id=%d]",
                  self.path, cp.id, cp.manifest_id)
 
@@ -229,8 +232,8 @@ class DbReader:
             InvalidDbStateError: the reader is closed.
             SlateError: reading the manifest or the WAL failed.
         """
-        self._check_open()
         with self._lock:
+            self._check_open()
             if self.mode == "checkpoint":
                 return False
             before = (self._current_stored().id, self._wal_mark, self._seq_mark)
@@ -264,18 +267,22 @@ class DbReader:
 
     def _start_poller(self) -> None:
         interval = self.settings.reader.manifest_poll_interval
-
-        def loop() -> None:
-            while not self._stop.wait(interval):
-                try:
-                    self.refresh()
-                except SlateError as exc:
-                    if self._closed:
-                        return
-                    log.warning("reader poll failed [path=%s, error=%s]", self.path, exc)
-
-        self._poller = threading.Thread(target=loop, name="slatelib-reader-poll", daemon=True)
+        self._poller = threading.Thread(target=self._poll_loop, args=(interval,),
+                                        name="slatelib-reader-poll", daemon=True)
         self._poller.start()
+
+    def _poll_loop(self, interval: float) -> None:
+        """The poller thread: :meth:`refresh` every ``interval`` until closed. A failed poll
+        is logged and retried at the next interval (the checkpoint outlives a few failures:
+        its lifetime is at least twice the interval); it never ends the thread."""
+        while not self._stop.wait(interval):
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - a dead poller lets the checkpoint expire
+                if self._closed:
+                    return
+                log.warning("reader poll failed [path=%s, error=%s: %s]", self.path,
+                            type(exc).__name__, exc)
 
     # -------------------------------------------------------------------- reads
     def _current_stored(self) -> StoredManifest:
@@ -328,16 +335,18 @@ class DbReader:
 
     def close(self) -> None:
         """Stop polling and, in managed mode, delete the reader's checkpoint."""
-        if self._closed:
-            return
-        self._closed = True
         self._stop.set()
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()
-        cp = self._checkpoint if self.mode == "managed" else None
+        with self._lock:  # waits for a refresh in another thread (it may move the checkpoint)
+            if self._closed:
+                return
+            self._closed = True
+            cp = self._checkpoint if self.mode == "managed" else None
         if cp is not None:
             try:
-                update_versioned(self.manifests, lambda cur: _remove(cur.value, cp.id),
+                update_versioned(self.manifests,
+                                 lambda cur: remove_checkpoints(cur.value, {cp.id}),
                                  clock=self._clock)
             except SlateError as exc:
                 log.warning("could not delete the reader checkpoint [path=%s, checkpoint=%s, "
@@ -350,12 +359,6 @@ class DbReader:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-
-def _remove(m: Manifest, checkpoint_id: uuid.UUID) -> Manifest | None:
-    from slatelib.core.checkpoints import remove_checkpoints
-
-    return remove_checkpoints(m, {checkpoint_id})
 
 
 def _refresh_or_none(m: Manifest, checkpoint_id: uuid.UUID, lifetime_s: float, now_s: float,

@@ -49,10 +49,16 @@ def new_checkpoint(
     Raises:
         InvalidDbStateError: the database is uninitialized or destroyed, or ``source`` is
             missing or expired.
-        InvalidArgumentError: a negative lifetime or a time outside u32.
+        InvalidArgumentError: a negative lifetime, a time outside u32, or the reserved
+            name :data:`WRITER_CHECKPOINT_NAME`.
     """
     if lifetime_s is not None and lifetime_s < 0:
         raise InvalidArgumentError(f"checkpoint lifetime must not be negative: {lifetime_s}")
+    if name == WRITER_CHECKPOINT_NAME:
+        raise InvalidArgumentError(
+            f"the checkpoint name {name!r} is reserved for writer checkpoints (the next writer "
+            "would drop such a checkpoint and a hard destroy would ignore it)"
+        )
     if source is None:
         check_writable_state(m, "create checkpoint")
         manifest_id = next_manifest_id
@@ -120,7 +126,13 @@ def live_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
 
 
 def list_checkpoints(m: Manifest, name: str | None = None) -> list[Checkpoint]:
-    return [c for c in m.checkpoints if name is None or c.name == name]
+    """The checkpoints named exactly ``name`` (None: all; ``""``: unnamed ones and those
+    named ``""``, as 0.17's ``Admin.list_checkpoints``)."""
+    if name is None:
+        return list(m.checkpoints)
+    if name == "":
+        return [c for c in m.checkpoints if not c.name]
+    return [c for c in m.checkpoints if c.name == name]
 
 
 # ------------------------------------------------------------------ writer checkpoints

@@ -18,6 +18,7 @@ from slatelib.core.checkpoints import (
     new_checkpoint,
     remove_checkpoints,
 )
+from slatelib.core.checkpoints import list_checkpoints as select_checkpoints
 from slatelib.core.checkpoints import (
     refresh_checkpoint as refresh_rule,
 )
@@ -161,9 +162,4 @@ def list_checkpoints(
     Raises:
         ManifestMissingError: no database at ``path``.
     """
-    m = _manifests(path, store).read_latest().value
-    if name is None:
-        return list(m.checkpoints)
-    if name == "":
-        return [c for c in m.checkpoints if not c.name]
-    return [c for c in m.checkpoints if c.name == name]
+    return select_checkpoints(_manifests(path, store).read_latest().value, name)

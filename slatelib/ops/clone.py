@@ -175,7 +175,9 @@ def create_clone(
         InvalidArgumentError: bad or identical paths, a bad checkpoint id.
         ManifestMissingError: the parent does not exist.
         InvalidDbStateError: the parent is uninitialized or destroyed, the checkpoint is
-            missing or expired, or another database is at ``clone_path``.
+            missing or expired (also when a retry comes after the ephemeral checkpoint
+            expired: the message says how to start over), or another database is at
+            ``clone_path``.
     """
     from slatelib.reader import resolve_store
 
@@ -210,7 +212,15 @@ def create_clone(
                 continue  # created concurrently, or our write's outcome is unknown: re-read
         for entry in current.value.external_dbs:
             if entry.final_checkpoint_id is not None:
-                _ensure_final_checkpoint(obj, entry, clock)
+                try:
+                    _ensure_final_checkpoint(obj, entry, clock)
+                except InvalidDbStateError as exc:
+                    raise InvalidDbStateError(
+                        f"clone {clone_root!r} cannot be completed: {exc}. Its uninitialized "
+                        f"manifest clones checkpoint {entry.source_checkpoint_id} of "
+                        f"{entry.path!r}; remove it with `slate --path {clone_root} destroy "
+                        "--hard` (slatelib.destroy(path, store, soft=False)) and clone again"
+                    ) from exc
         m = current.value
         copied = _copy_wal(obj, parent_root, clone_root, m.replay_after_wal_id, m.wal_id_last_seen)
         done = _initialize(clone_ms, clock)

@@ -26,6 +26,7 @@ from functools import partial
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.checkpoints import (
     is_writer_checkpoint,
+    live_checkpoints,
     remove_checkpoints,
     without_writer_checkpoints,
 )
@@ -55,9 +56,9 @@ class DestroyReport:
     kept_objects: tuple[str, ...] = ()
 
 
-def live_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
+def blocking_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
     """Unexpired checkpoints that block a hard destroy (writer checkpoints do not)."""
-    return [c for c in m.checkpoints if not c.is_expired(now_s) and not is_writer_checkpoint(c)]
+    return [c for c in live_checkpoints(m, now_s) if not is_writer_checkpoint(c)]
 
 
 def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
@@ -67,7 +68,7 @@ def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
     Raises:
         InvalidDbStateError: unexpired checkpoints remain.
     """
-    live = live_checkpoints(m, now_s)
+    live = blocking_checkpoints(m, now_s)
     if live:
         raise InvalidDbStateError(
             "refusing to hard-destroy a database with unexpired checkpoints: "

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Final
 
 from slatelib.core.merge import MergeOperator
+from slatelib.core.retention import RetentionStats, fold_merges
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import InvalidArgumentError, MergeOperatorMissingError
-from slatelib.writer.retention import fold_merges
 
 U32_MAX: Final = 0xFFFFFFFF
 I64_MAX: Final = (1 << 63) - 1
@@ -207,7 +207,7 @@ def batch_rows(
         for kind, value, ttl, at in reversed(ops):
             expire = None if kind == TOMBSTONE else expire_ts(ttl, at, now_ms, default_ttl_ms)
             entries.append((key, seq, kind, value, expire, now_ms))
-        folded = fold_merges(entries, merge_operator)
+        folded = fold_merges(entries, merge_operator, seq, RetentionStats())
         if len(folded) != 1:
             raise InvalidArgumentError(
                 f"key {key!r}: merges in one batch must share one TTL "

@@ -197,7 +197,8 @@ class Db(WriterEngine):
         target = imms[0].last_seq
         self._flusher.notify()
         with self._progress:
-            while self._state.stored.value.last_l0_seq < target and self._failure is None:
+            while (self._state.stored.value.last_l0_seq < target and self._failure is None
+                   and not self._closed):
                 self._progress.wait(0.5)
         self._check_usable()
 
@@ -213,7 +214,7 @@ class Db(WriterEngine):
 
     def close(self, flush: FlushKind | None = "memtable") -> None:
         """Flush (``"memtable"`` by default, as 0.17), stop the background threads and
-        remove this writer's checkpoint. A fenced or failed writer just stops.
+        remove this writer's checkpoint. A fenced or failed writer flushes nothing.
 
         Raises:
             SlateError: the final flush failed (the writer is stopped anyway).
@@ -233,8 +234,7 @@ class Db(WriterEngine):
         else:
             self._wal.abort(self._failure)
         self._flusher.stop()
-        if self._failure is None:
-            self._release_checkpoint()
+        self._release_checkpoint()
         self._executor.shutdown(wait=False, cancel_futures=True)
         with self._progress:
             self._progress.notify_all()

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
+from slatelib.core.checkpoints import remove_checkpoints
 from slatelib.core.merge import as_merge_operator
 from slatelib.core.row import Row
 from slatelib.errors import (
@@ -29,7 +30,6 @@ from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 from slatelib.writer.fencing import WAL_FENCE_WINDOW, open_for_write
 from slatelib.writer.flusher import Flusher
-from slatelib.writer.manifest_rules import plan_writer_release
 from slatelib.writer.memtables import WalMemTable
 from slatelib.writer.replay import replay_into_memtables
 from slatelib.writer.state import DbState
@@ -113,8 +113,9 @@ class WriterEngine:
         )
         self._flusher = Flusher(
             self, store=self._store, manifests=self._manifests, epoch=claim.epoch,
-            sst_options=sst_writer_options(self.settings), merge_operator=self._merge_operator,
-            l0_max_ssts=w.l0_max_ssts, poll_interval_s=w.manifest_poll_interval, clock=self._clock,
+            checkpoint_id=claim.checkpoint_id, sst_options=sst_writer_options(self.settings),
+            merge_operator=self._merge_operator, l0_max_ssts=w.l0_max_ssts,
+            poll_interval_s=w.manifest_poll_interval, clock=self._clock,
         )
         self._flusher.notify()
 
@@ -220,8 +221,12 @@ class WriterEngine:
         return seq
 
     def _release_checkpoint(self) -> None:
+        """Remove this writer's checkpoint (it has no expiry). Also when fenced: a newer
+        slatelib writer replaced it already, but an official 0.17 writer never would. Only
+        our own checkpoint ids are removed, never a newer writer's."""
+        ids = set(self._flusher.checkpoint_ids)
         try:
-            update_versioned(self._manifests, lambda cur: plan_writer_release(cur.value, self.epoch),
+            update_versioned(self._manifests, lambda cur: remove_checkpoints(cur.value, ids),
                              clock=self._clock)
         except SlateError as exc:
             log.warning("could not remove the writer checkpoint [path=%s, error=%s]", self.path, exc)

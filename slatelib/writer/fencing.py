@@ -19,6 +19,9 @@
    those rows would become visible after our fence and break the "state is a prefix of
    the acknowledged writes" guarantee. Ids are filled in increasing order, so every id
    below the one being replaced exists, and no newer writer can choose it for its fence.
+   Any object found in the window makes us re-read the manifest first: a fence there is
+   usually a newer opener's (it claimed its epoch before fencing), and fencing the ids
+   after it would fence that newer writer too, leaving no writer at all.
 5. Refresh the manifest: a newer writer that claimed meanwhile fences us right away.
 
 Replay then covers ``(replay_after_wal_id, last fence]`` and the first data WAL id is the
@@ -181,7 +184,12 @@ def _highest_wal_above(store: ObjectStore, wal: WalStore, wal_id: int) -> int:
 def _neutralize(
     store: ObjectStore, manifests: ManifestStore, path: str, epoch: int
 ) -> None:
-    """Make sure the object at ``path`` is a zero-byte fence."""
+    """Make sure the object at ``path`` is a zero-byte fence.
+
+    Raises:
+        FencedError: a newer writer owns the database (for example, the fence found at
+            ``path`` is its own: we must not fence the ids after it, where it writes).
+    """
     for _ in range(5):
         try:
             data = store.get(path)
@@ -191,9 +199,11 @@ def _neutralize(
                 return
             except AlreadyExistsError:
                 continue
+        # Someone else's object. A fence here is usually a newer writer's (it claimed its
+        # epoch before fencing, so the manifest shows it): stop before fencing its WAL.
+        _refresh_epoch(manifests, epoch)
         if not data:
             return
-        _refresh_epoch(manifests, epoch)
         log.warning("replacing an unacknowledged WAL SST of an older writer with a fence "
                     "[path=%s, bytes=%d]", path, len(data))
         store.put(path, b"")

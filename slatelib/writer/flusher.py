@@ -5,7 +5,7 @@ polls never race each other:
 
 - **Flush** (oldest immutable memtable first): encode its rows as an L0 SST (expired
   values become tombstones, merge operands are folded, older versions dropped; see
-  :mod:`slatelib.writer.retention`), upload it under a fresh ULID, then commit the manifest
+  :func:`plan_l0_rows`), upload it under a fresh ULID, then commit the manifest
   with a CAS rebased on the latest version (:func:`plan_flush_commit`). A crash between
   upload and commit leaves an unreferenced SST for GC; the rows are still in the WAL.
 - **Back-pressure**: no new L0 is added while ``l0_max_ssts`` L0 views exist; the thread
@@ -30,7 +30,9 @@ from slatelib.clock import Clock
 from slatelib.core.checkpoints import lsm_changed
 from slatelib.core.manifest import Manifest, SstHandle
 from slatelib.core.merge import MergeOperator
-from slatelib.errors import StorageError, UnavailableError
+from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
+from slatelib.core.row import MERGE, Row
+from slatelib.errors import MergeOperatorMissingError, StorageError, UnavailableError
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
@@ -39,13 +41,41 @@ from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.txn import check_writer_epoch, update_versioned
 from slatelib.writer.manifest_rules import L0Flush, plan_checkpoint_move, plan_flush_commit
 from slatelib.writer.memtables import WalMemTable
-from slatelib.writer.retention import l0_rows
 from slatelib.writer.uploads import put_new_object
 
 log = logging.getLogger(__name__)
 
 FLUSH_ATTEMPTS = 8
 _MAX_BACKOFF_S = 5.0
+
+
+def plan_l0_rows(
+    rows: list[Row], *, merge_operator: MergeOperator | None, clock_tick: int, min_seq: int
+) -> list[Row]:
+    """The rows a memtable flush writes to L0, from the memtable's rows in storage order
+    (key ascending, seq descending). Pure.
+
+    0.17.0 runs a flush through the same ``MergeOperatorIterator`` and ``RetentionIterator``
+    as a compaction (:mod:`slatelib.core.retention`), with ``filter_tombstone = false``
+    (tombstones are kept: older versions may sit in other L0s and runs), the memtable's last
+    clock tick as the compaction clock (expired values become tombstones, expired merge
+    operands are dropped) and the durable seq as ``retention_min_seq``: every row of a
+    flushed memtable is durable, so ``min_seq`` is the memtable's last seq and only each
+    key's newest version survives, merge operands folded onto it. Without a merge operator
+    0.17's ``MergeOperatorRequiredIterator`` fails the flush on the first operand.
+
+    Raises:
+        MergeOperatorMissingError: a merge operand and no merge operator.
+    """
+    if merge_operator is None and MERGE in map(_kind, rows):
+        raise MergeOperatorMissingError(next(r[0] for r in rows if r[2] == MERGE))
+    policy = RetentionPolicy(min_seq=min_seq, bottom=False, clock_tick=clock_tick,
+                             merge_operator=merge_operator)
+    return retain_window(rows, policy, RetentionStats())
+
+
+def _kind(row: Row) -> int:
+    return row[2]
 
 
 class FlusherHost(Protocol):
@@ -74,6 +104,7 @@ class Flusher:
         store: ObjectStore,
         manifests: ManifestStore,
         epoch: int,
+        checkpoint_id: uuid.UUID,
         sst_options: SstWriterOptions,
         merge_operator: MergeOperator | None,
         l0_max_ssts: int,
@@ -97,6 +128,7 @@ class Flusher:
         self._polls: list[Future[None]] = []
         self._next_poll = clock.monotonic_s() + poll_interval_s
         self.blocked_on_l0 = False
+        self._checkpoint_ids = {checkpoint_id}
         self._thread = threading.Thread(target=self._run, name="slatelib-flusher", daemon=True)
         self._thread.start()
 
@@ -117,6 +149,23 @@ class Flusher:
             self._polls.append(fut)
             self._cond.notify_all()
         return fut
+
+    @property
+    def checkpoint_ids(self) -> frozenset[uuid.UUID]:
+        """Ids of the writer checkpoint this writer may have in the manifest: the one of its
+        last confirmed manifest write plus any attempted since (outcome unknown)."""
+        return frozenset(self._checkpoint_ids)
+
+    def _commit(self, checkpoint_id: uuid.UUID,
+                mutate: Callable[[StoredManifest], Manifest | None],
+                current: StoredManifest) -> StoredManifest:
+        """One manifest CAS that (re-)places our writer checkpoint as ``checkpoint_id``."""
+        self._checkpoint_ids.add(checkpoint_id)
+        stored = update_versioned(self._manifests, mutate, clock=self._clock, current=current)
+        # Ids absent from a version we wrote (or confirmed) can never appear later.
+        self._checkpoint_ids = {i for i in self._checkpoint_ids
+                                if stored.value.checkpoint(i) is not None}
+        return stored
 
     def stop(self) -> None:
         with self._cond:
@@ -181,7 +230,7 @@ class Flusher:
                     now_s=self._clock.now_ms() / 1000,
                 )
 
-            latest = update_versioned(self._manifests, mutate, clock=self._clock, current=latest)
+            latest = self._commit(checkpoint_id, mutate, latest)
             log.info("writer adopted manifest [path=%s, id=%d, l0=%d, runs=%d]",
                      self._manifests.root, latest.id, len(latest.value.l0),
                      len(latest.value.compacted))
@@ -224,13 +273,12 @@ class Flusher:
                 delay = min(delay * 2, _MAX_BACKOFF_S)
 
     def _upload(self, imm: WalMemTable) -> SstHandle | None:
-        writer = SstWriter(self._opts)
-        writer.add_all(l0_rows(
-            imm.table.rows(), merge_operator=self._merge_operator,
-            compaction_start_ts=imm.last_tick, retention_min_seq=imm.last_seq,
-        ))
-        if writer.num_rows == 0:
+        rows = plan_l0_rows(list(imm.table.rows()), merge_operator=self._merge_operator,
+                            clock_tick=imm.last_tick, min_seq=imm.last_seq)
+        if not rows:
             return None
+        writer = SstWriter(self._opts)
+        writer.add_rows(rows)
         encoded = writer.finish()
         sst_id = self._ids.new(self._clock.now_ms())
         put_new_object(self._store, self._paths.compacted(sst_id), encoded.to_bytes(),
@@ -255,9 +303,7 @@ class Flusher:
                 now_s=self._clock.now_ms() / 1000,
             )
 
-        stored = update_versioned(
-            self._manifests, mutate, clock=self._clock, current=self._host.current_manifest()
-        )
+        stored = self._commit(checkpoint_id, mutate, self._host.current_manifest())
         log.info("memtable flushed [path=%s, manifest_id=%d, last_seq=%d, replay_after_wal_id=%d]",
                  self._manifests.root, stored.id, flush.last_seq, flush.replay_after_wal_id)
         self._host.on_flushed(imm, stored)

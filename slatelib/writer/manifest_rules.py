@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 
 from slatelib.core.checkpoints import (
     check_writable_state,
-    is_writer_checkpoint,
     with_writer_checkpoint,
     writer_checkpoint,
 )
@@ -163,16 +162,3 @@ def plan_checkpoint_move(
     return with_writer_checkpoint(
         out, writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
     )
-
-
-def plan_writer_release(m: Manifest, epoch: int) -> Manifest | None:
-    """Remove this writer's checkpoint on a clean close; None when it is gone already or a
-    newer writer owns the database (which removed it when it opened)."""
-    if m.writer_epoch != epoch:
-        return None
-    kept = tuple(
-        c for c in m.checkpoints if not (is_writer_checkpoint(c) and c.writer_epoch in (epoch, None))
-    )
-    if len(kept) == len(m.checkpoints):
-        return None
-    return replace(m, checkpoints=kept)

@@ -9,6 +9,9 @@ writing, then reopens the database with a new writer and checks:
 - every acknowledged write is present (with the sequence number it was acknowledged with);
 - the state is a prefix of the writes: the sequence numbers present are exactly 1..N, and
   each thread's writes present are its first ones, without holes.
+
+A second test kills the writer at fixed points of a memtable flush: while the L0 SST is
+being uploaded, between the upload and the manifest commit, and right after the commit.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pytest
 
 from slatelib import Db
 from slatelib.objstore import ObjectStore, open_store
+from slatelib.paths import DbPaths
 from tests.unit.writer.support import writer_settings
 
 pytestmark = pytest.mark.integration
@@ -138,3 +142,59 @@ def test_sigkill_never_loses_an_acknowledged_write_and_keeps_a_prefix(tmp_path: 
         for t in range(THREADS):
             mine = sorted(i for (tt, i) in present if tt == t)
             assert mine == list(range(len(mine))), f"seed {seed}: thread {t} has a hole"
+
+
+class KillDuringFlush:
+    """Delegates to a store; SIGKILLs its own process at one point of the first L0 flush."""
+
+    def __init__(self, inner: ObjectStore, point: str) -> None:
+        self._inner = inner
+        self._point = point
+        self._uploaded = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        if "/compacted/" in path:
+            if self._point == "during_upload":
+                os.kill(os.getpid(), signal.SIGKILL)
+            self._inner.put_if_absent(path, data)
+            self._uploaded = True
+            if self._point == "before_commit":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return
+        self._inner.put_if_absent(path, data)
+        if "/manifest/" in path and self._uploaded and self._point == "after_commit":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def flush_child(root: str, point: str) -> None:  # pragma: no cover - runs in the killed subprocess
+    store = KillDuringFlush(open_store(f"file://{root}"), point)
+    db = Db.open(PATH, store, writer_settings())  # type: ignore[arg-type]
+    for i in range(30):
+        db.put(b"k%03d" % i, b"v%d" % i)
+        sys.stdout.write(f"ACK {i}\n")
+        sys.stdout.flush()
+    db.flush()
+    sys.stdout.write("FLUSHED\n")
+
+
+@pytest.mark.parametrize("point", ["during_upload", "before_commit", "after_commit"])
+def test_a_writer_killed_mid_flush_loses_nothing(tmp_path: Path, point: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tests.integration.test_writer_crash import flush_child; "
+         f"flush_child({str(tmp_path)!r}, {point!r})"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert proc.stdout.split() == [x for i in range(30) for x in ("ACK", str(i))]
+    uploaded = list((tmp_path / DbPaths(PATH).compacted_dir).glob("*.sst"))
+    assert len(uploaded) == (0 if point == "during_upload" else 1)
+    with Db.open(PATH, f"file://{tmp_path}", writer_settings()) as db:
+        assert dict(db.scan()) == {b"k%03d" % i: b"v%d" % i for i in range(30)}
+        assert len(db.manifest.l0) == (1 if point == "after_commit" else 0)
+        db.put(b"after", b"1")
+    with Db.open(PATH, f"file://{tmp_path}", writer_settings()) as db:
+        assert len(list(db.scan())) == 31

@@ -4,16 +4,24 @@
   after L0 flushes, after a reopen (puts, deletes, merges, TTLs, codecs).
 - Writer hand-offs: slatelib -> official -> slatelib -> official, each open fencing the
   previous writer, with an official reader and a slatelib reader attached throughout;
-  every acknowledged write of every writer stays readable.
+  every acknowledged write of every writer stays readable. Also official -> slatelib ->
+  official with its compactor compacting -> slatelib, checked through both (managed)
+  readers after every step.
 - A WAL gap left by a crashed slatelib writer with several WAL writes in flight is repaired
   by the next slatelib writer, after which an official writer sees exactly the
   acknowledged prefix.
+- A memtable flush of slatelib writes, row for row, the L0 that 0.17 writes when it
+  replays and flushes the same WAL (versions dropped, merges folded, expired rows).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Sequence
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,10 +30,11 @@ from slatelib import Db, DbReader, WriteBatch
 from slatelib.config import Settings
 from slatelib.core.row import VALUE
 from slatelib.errors import FencedError
-from slatelib.format.sst import SstWriterOptions, encode_sst
+from slatelib.format.sst import SstWriterOptions, encode_sst, parse_sst
 from slatelib.objstore import open_store
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
+from slatelib.testing.clock import FakeClock
 from tests.interop.compare import assert_reads_match
 from tests.interop.official import (
     Concat,
@@ -33,11 +42,15 @@ from tests.interop.official import (
     Delete,
     Merge,
     Model,
+    OfficialAdmin,
     OfficialDb,
     OfficialReader,
     Op,
     Put,
+    as_store,
     read_all,
+    run,
+    to_batch,
 )
 from tests.interop.workload import absent_keys, key_pool, random_bounds, random_ops, ttl_ops
 from tests.unit.writer.support import writer_settings
@@ -181,3 +194,180 @@ def test_a_wal_gap_left_by_a_crash_is_repaired_before_an_official_writer_opens(t
         assert official.scan() == [(b"acked", b"1")]
         official.write([Put(b"after", b"2")])
     assert read_all(tmp_path, PATH) == [(b"acked", b"1"), (b"after", b"2")]
+
+
+def newest_l0_rows(root: Path) -> list[tuple[object, ...]]:
+    m = ManifestStore(open_store(f"file://{root}"), PATH).read_latest().value
+    data = (root / DbPaths(PATH).compacted(m.l0[0].sst_id)).read_bytes()
+    return [tuple(r) for r in parse_sst(data).rows()]
+
+
+def test_an_l0_flush_writes_what_0_17_writes_for_the_same_wal(tmp_path: Path) -> None:
+    clock = FakeClock(1_750_000_000_000)
+    t0 = clock.now_ms()
+    src, ours, theirs = tmp_path / "src", tmp_path / "ours", tmp_path / "theirs"
+    db = Db.open(PATH, f"file://{src}", settings(), merge_operator="concat", clock=clock)
+    batches: list[WriteBatch] = [
+        WriteBatch().put(b"a", b"1").put(b"d", b"x").merge(b"m", b"base-"),
+        WriteBatch().put(b"e", b"soon", expire_at_ms=t0 + 1500).merge(b"o", b"1"),
+        WriteBatch().put(b"a", b"2").merge(b"m", b"x").merge(b"m", b"y").put(b"n", b"base"),
+        WriteBatch().merge(b"n", b"gone", expire_at_ms=t0 + 2500).merge(b"o", b"2").delete(b"d"),
+        WriteBatch().put(b"f", b"later", expire_at_ms=t0 + 10**9).merge(b"p", b"b0"),
+        WriteBatch().merge(b"p", b"ttl", expire_at_ms=t0 + 10**9).merge(b"o", b"3"),
+        WriteBatch().put(b"a", b"3").delete(b"gone"),
+    ]
+    for batch in batches:
+        db.write(batch)
+        clock.advance(1)
+    db.close(flush=None)  # WAL only
+    shutil.copytree(src, ours)
+    shutil.copytree(src, theirs)
+    with Db.open(PATH, f"file://{ours}", settings(), merge_operator="concat", clock=clock) as mine:
+        mine.flush()
+    official = OfficialDb.open(theirs, PATH, DbSettings(compactor=False), merge_operator=Concat())
+    official.flush_memtable()
+    official.close(flush=None)
+    expected = newest_l0_rows(theirs)
+    assert {r[0] for r in expected} == {b"a", b"d", b"e", b"f", b"gone", b"m", b"n", b"o", b"p"}
+    assert newest_l0_rows(ours) == expected
+
+
+def official_managed_reader(root: Path) -> OfficialReader:
+    """The official DbReader in its default (managed checkpoint) mode, polling every 50 ms."""
+    from slatedb.uniffi import DbReaderBuilder, ReaderOptions
+
+    builder = DbReaderBuilder(PATH, as_store(root))
+    builder.with_merge_operator(Concat())
+    builder.with_options(ReaderOptions(manifest_poll_interval_ms=50, checkpoint_lifetime_ms=60_000,
+                                       max_memtable_bytes=1 << 26, skip_wal_replay=False))
+    return OfficialReader(run(builder.build()))
+
+
+def eventually(check: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    """``check()`` until true; for the official reader, which only moves on its own polls."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        run(asyncio.sleep(0.02))
+    return True
+
+
+def official_write_fails(db: OfficialDb) -> bool:
+    try:
+        run(db.db.write(to_batch([Put(b"zombie", b"o")])))
+        db.flush_wal()
+    except Exception:  # noqa: BLE001 - the binding's error type for a fenced/closed writer
+        return True
+    return False
+
+
+def test_hand_offs_with_an_official_compactor_keep_both_readers_right(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    keys = key_pool(rng, 40)
+    model = Model()
+    url = f"file://{tmp_path}"
+    compacting = DbSettings(compactor=True)
+
+    def step(name: str) -> None:
+        want = sorted(model.live().items())
+        ours.refresh()
+        assert list(ours.scan()) == want, name
+        assert all(ours.get(k) == model.get(k) for k in keys), name
+        assert eventually(lambda: theirs.scan() == want), f"{name}: official reader"
+
+    def ours_writes(db: Db, batches: int) -> None:
+        for _ in range(batches):
+            write(db, model, random_ops(rng, keys, 10, block_size=1024, merges=0.2))
+
+    def their_writes(db: OfficialDb, batches: int) -> None:
+        for _ in range(batches):
+            db.write(random_ops(rng, keys, 10, block_size=1024, merges=0.2))
+
+    w1 = OfficialDb.open(tmp_path, PATH, compacting, model=model, merge_operator=Concat())
+    their_writes(w1, 4)
+    w1.flush_memtable()
+    their_writes(w1, 2)
+    w1.flush_wal()
+    ours = DbReader.open(PATH, url, settings=settings(), merge_operator="concat", auto_refresh=False)
+    theirs = official_managed_reader(tmp_path)
+    step("official")
+
+    w2 = Db.open(PATH, url, settings(), merge_operator="concat")
+    w1.model = None
+    assert official_write_fails(w1)
+    ours_writes(w2, 4)
+    w2.flush()
+    ours_writes(w2, 2)
+    step("slatelib")
+
+    w3 = OfficialDb.open(tmp_path, PATH, compacting, model=model, merge_operator=Concat())
+    with pytest.raises(FencedError):
+        w2.put(b"zombie", b"s")
+    w2.close()  # the official writer keeps it: the fenced writer removes its checkpoint
+    assert not [c for c in ManifestStore(open_store(url), PATH).read_latest().value.checkpoints
+                if c.name == "slatelib-writer"]
+    their_writes(w3, 3)
+    w3.flush_memtable()
+    their_writes(w3, 3)
+    w3.flush_memtable()
+    OfficialAdmin(tmp_path, PATH).compact()  # its compactor merges every L0 into a run
+    their_writes(w3, 2)
+    w3.flush_wal()
+    step("official, compacted")
+
+    w4 = Db.open(PATH, url, settings(), merge_operator="concat")
+    w3.model = None
+    assert official_write_fails(w3)
+    assert len(w4.manifest.compacted) == 1 and dict(w4.scan()) == model.live()
+    ours_writes(w4, 3)
+    w4.flush()
+    ours_writes(w4, 2)
+    step("slatelib again")
+    for w in (w1, w3):
+        w.close(flush=None)
+    w4.close()
+    step("closed")
+    ours.close()
+    theirs.close()
+    left = ManifestStore(open_store(url), PATH).read_latest().value.checkpoints
+    assert [c for c in left if c.name == "slatelib-writer" or c.expire_time_s is None] == []
+
+
+@pytest.mark.parametrize("run_id", range(4))
+def test_slatelib_and_official_writers_opening_at_once_leave_one_writer(
+    tmp_path: Path, run_id: int
+) -> None:
+    url = f"file://{tmp_path}"
+    with Db.open(PATH, url, settings()) as db:
+        db.put(b"base", b"0")
+    go = threading.Barrier(2)
+    opened: dict[str, object] = {}
+
+    def open_ours() -> None:
+        go.wait()
+        try:
+            opened["ours"] = Db.open(PATH, url, settings())
+        except FencedError as exc:  # it lost while opening
+            opened["ours"] = exc
+
+    t = threading.Thread(target=open_ours)
+    t.start()
+    go.wait()
+    theirs = OfficialDb.open(tmp_path, PATH, DbSettings(compactor=False))
+    t.join(60)
+    ours = opened["ours"]
+    ours_ok = isinstance(ours, Db)
+    if ours_ok:
+        try:
+            ours.put(b"ours", b"1")
+        except FencedError:
+            ours_ok = False
+    theirs_ok = not official_write_fails(theirs)
+    assert [ours_ok, theirs_ok].count(True) == 1, (run_id, ours, ours_ok, theirs_ok)
+    if isinstance(ours, Db):
+        ours.close()
+    theirs.close(flush=None)
+    data = dict(read_all(tmp_path, PATH))
+    assert data[b"base"] == b"0" and (b"ours" in data) == ours_ok
+    assert data.get(b"zombie") == (b"o" if theirs_ok else None)

@@ -75,6 +75,20 @@ def test_checkpoint_errors_named_by_the_seed(store: ObjectStore, clock: FakeCloc
         create_checkpoint(PATH, store, source="not-a-uuid", clock=clock)
 
 
+@pytest.mark.parametrize("lifetime", ["inf", "infinity", "nan", "1e400"])
+def test_lifetimes_that_are_not_finite_are_refused(store: ObjectStore, clock: FakeClock, lifetime: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="lifetime"):
+        create_checkpoint(PATH, store, lifetime=lifetime, clock=clock)
+
+
+def test_the_writer_checkpoint_name_is_reserved(store: ObjectStore, clock: FakeClock) -> None:
+    """A checkpoint named like the writer's would be dropped by the next writer and would
+    not stop a hard destroy."""
+    with pytest.raises(InvalidArgumentError, match="slatelib-writer"):
+        create_checkpoint(PATH, store, name="slatelib-writer", clock=clock)
+    assert list_checkpoints(PATH, store, name="slatelib-writer") == []
+
+
 def test_uninitialized_and_destroyed_databases_refuse_checkpoints(store: ObjectStore, clock: FakeClock) -> None:
     ms = ManifestStore(store, "clone")
     ms.write(1, replace(Manifest(), initialized=False))

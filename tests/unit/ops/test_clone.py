@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from slatelib import Db, DbReader, create_checkpoint, create_clone
+from slatelib import Db, DbReader, create_checkpoint, create_clone, destroy
 from slatelib.core.manifest import ExternalDb, Manifest, SortedRun, SstView
 from slatelib.errors import (
     InvalidArgumentError,
@@ -135,6 +135,23 @@ def test_a_retry_after_a_crash_completes_the_clone(
     finals = [c for c in ManifestStore(raw, "parent").read_latest().value.checkpoints
               if c.expire_time_s is None and c.writer_epoch is None]
     assert [c.id for c in finals] == [m.external_dbs[-1].final_checkpoint_id]
+    with DbReader.open("clone", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2"}
+
+
+def test_a_clone_whose_source_expired_before_its_final_checkpoint_says_how_to_recover(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock)
+    flaky = FlakyObjectStore(raw)
+    flaky.crash("put_if_absent", path="clone/manifest/")  # manifest 1 lands, then we "die"
+    with pytest.raises(SimulatedCrash):
+        create_clone("clone", "parent", flaky, clock=clock)
+    clock.advance(EPHEMERAL_CHECKPOINT_LIFETIME_S + 1)  # the retry comes too late
+    with pytest.raises(InvalidDbStateError, match=r"expired.*destroy --hard"):
+        create_clone("clone", "parent", raw, clock=clock)
+    destroy("clone", raw, soft=False, clock=clock)
+    assert create_clone("clone", "parent", raw, clock=clock).created
     with DbReader.open("clone", raw, mode="latest") as r:
         assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2"}
 

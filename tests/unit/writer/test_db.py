@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,9 @@ from slatelib.format.sst import SstWriterOptions, encode_sst, parse_sst
 from slatelib.objstore import ObjectStore
 from slatelib.ops.destroy import destroy
 from slatelib.paths import DbPaths
-from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.testing.clock import FakeClock
+from slatelib.txn import update_versioned
 from tests.unit.writer.support import compact_l0, writer_settings
 
 PATH = "db"
@@ -100,6 +102,61 @@ def test_a_fenced_writer_finds_out_at_its_next_manifest_poll(store: ObjectStore,
         first.refresh()
     second.close()
     first.close()
+
+
+def official_takeover(cur: StoredManifest) -> object:
+    """What an official 0.17 writer's open does to the manifest: a new writer epoch, and
+    (like every 0.17 manifest write) checkpoint metadata dropped, names kept."""
+    m = cur.value
+    return replace(m, writer_epoch=m.writer_epoch + 1,
+                   checkpoints=tuple(replace(c, writer_epoch=None) for c in m.checkpoints))
+
+
+def test_a_fenced_writer_removes_only_its_own_checkpoint_on_close(
+    store: ObjectStore, clock: FakeClock
+) -> None:
+    first = reopen(store, clock)
+    first.put(b"a", b"1")
+    first.flush()
+    update_versioned(ManifestStore(store, PATH), official_takeover)  # type: ignore[arg-type]
+    with pytest.raises(FencedError):
+        first.refresh()
+    first.close()  # an official writer never removes it: the fenced writer must
+    assert writer_checkpoints(store) == []
+    second = reopen(store, clock)
+    third = reopen(store, clock)
+    update_versioned(ManifestStore(store, PATH), lambda cur: replace(  # metadata dropped
+        cur.value, checkpoints=tuple(replace(c, writer_epoch=None) for c in cur.value.checkpoints)))
+    [kept] = writer_checkpoints(store)
+    second.close()
+    assert writer_checkpoints(store) == [kept]  # the newer writer's checkpoint survives
+    third.close()
+    assert writer_checkpoints(store) == []
+
+
+def test_a_flush_waiting_for_l0_room_ends_when_another_thread_closes_the_writer(
+    store: ObjectStore, clock: FakeClock
+) -> None:
+    db = reopen(store, clock, l0_max_ssts=1)
+    db.put(b"a", b"1")
+    db.flush()
+    db.put(b"b", b"2")
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            db.flush()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    t = threading.Thread(target=flush, daemon=True)
+    t.start()
+    while not db._flusher.blocked_on_l0:  # noqa: SLF001 - white-box wait, no sleeping
+        assert t.is_alive()
+        threading.Event().wait(0.01)
+    db.close(flush=None)
+    t.join(WAIT_S)
+    assert not t.is_alive() and [type(e) for e in errors] == [InvalidDbStateError]
 
 
 def test_ttl_is_not_applied_at_read_time_but_expired_rows_flush_as_tombstones(

@@ -17,6 +17,7 @@ from slatelib.writer.fencing import (
     claim_epoch,
     ensure_database,
     fence_wal,
+    fill_fence_window,
     open_for_write,
 )
 
@@ -88,6 +89,23 @@ def test_a_claim_after_ours_fences_the_open_at_its_final_refresh(
     monkeypatch.setattr(fencing, "fill_fence_window", racing)
     with pytest.raises(FencedError):
         open_for_write(store, manifests, wal, clock)
+
+
+def test_a_newer_writers_fence_inside_our_window_stops_the_window_at_once(
+    store: ObjectStore, clock: FakeClock
+) -> None:
+    """We (older) fence 1 and fill our window; a newer opener (0.17 or slatelib) placed its
+    fence at 3 meanwhile and writes its WAL from 4 on. We must stop at its fence instead of
+    fencing 4.. too, which would kill the newer writer as well (then neither survives)."""
+    manifests, wal = stores(store)
+    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
+    assert fence_wal(store, wal, manifests, claimed.value, epoch) == 1
+    claim_epoch(manifests, manifests.read_latest(), clock)  # the newer writer claims ...
+    store.put_if_absent(wal.path(3), b"")  # ... and fences
+    with pytest.raises(FencedError):
+        fill_fence_window(store, wal, manifests, 1, epoch)
+    store.put_if_absent(wal.path(4), wal_sst(4))  # the newer writer's first WAL write lands
+    assert [i for i in range(1, WAL_FENCE_WINDOW + 1) if wal.exists(i)] == [1, 2, 3, 4]
 
 
 def test_unacknowledged_wal_ssts_after_a_gap_are_replaced_by_fences(store: ObjectStore, clock: FakeClock) -> None:

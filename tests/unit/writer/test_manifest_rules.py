@@ -27,7 +27,6 @@ from slatelib.writer.manifest_rules import (
     plan_checkpoint_move,
     plan_flush_commit,
     plan_writer_claim,
-    plan_writer_release,
     prune_external_sst_ids,
 )
 
@@ -142,7 +141,7 @@ def test_external_sst_ids_no_view_references_are_pruned() -> None:
     assert prune_external_sst_ids(m).external_dbs[0].sst_ids == (1,)
 
 
-def test_checkpoint_move_and_release() -> None:
+def test_checkpoint_move() -> None:
     cid = uuid.uuid4()
     m = replace(Manifest(), writer_epoch=3)
     moved = plan_checkpoint_move(m, 4, epoch=3, checkpoint_id=cid, now_s=NOW)
@@ -150,7 +149,3 @@ def test_checkpoint_move_and_release() -> None:
     assert plan_checkpoint_move(moved, 5, epoch=3, checkpoint_id=cid, now_s=NOW) is None
     with pytest.raises(FencedError):
         plan_checkpoint_move(m, 4, epoch=2, checkpoint_id=cid, now_s=NOW)
-    released = plan_writer_release(moved, 3)
-    assert released is not None and released.checkpoints == ()
-    assert plan_writer_release(released, 3) is None
-    assert plan_writer_release(replace(moved, writer_epoch=4), 3) is None

@@ -14,11 +14,12 @@ import pytest
 
 from slatelib import Db, DbReader, destroy
 from slatelib.config import ReaderSettings, Settings
-from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.errors import InvalidArgumentError, InvalidDbStateError, UnavailableError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.checkpoint import create_checkpoint, delete_checkpoint
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
+from slatelib.testing.faulty import FlakyObjectStore
 from tests.unit.writer.support import compact_l0, writer_settings
 
 PATH = "db"
@@ -194,3 +195,40 @@ def test_readers_stop_at_a_gap_in_the_wal(db: Db, store: ObjectStore, clock: Fak
         with open_reader(store, clock, mode=mode) as r:
             assert r.get(b"wal") == b"only" and r.get(b"beyond") is None
             assert r.refresh() is False
+
+
+def test_a_failed_re_establish_leaves_no_stray_checkpoint(
+    db: Db, store: ObjectStore, clock: FakeClock
+) -> None:
+    flaky = FlakyObjectStore(store)
+    with open_reader(flaky, clock) as r:  # type: ignore[arg-type]
+        db.put(b"more", b"x")
+        db.flush()
+        db.put(b"wal2", b"y")
+        flaky.fail_before("get", path="db/wal/")  # the WAL replay after the new checkpoint
+        with pytest.raises(UnavailableError):
+            r.refresh()
+        r.refresh()
+        assert [c.id for c in reader_checkpoints(store)] == [r.checkpoint.id]  # type: ignore[union-attr]
+        assert r.get(b"wal2") == b"y" and r.get(b"more") == b"x"
+    assert reader_checkpoints(store) == []
+
+
+def test_the_poller_survives_an_unexpected_error_and_stops_when_closed(
+    db: Db, store: ObjectStore, clock: FakeClock
+) -> None:
+    r = open_reader(store, clock)
+    calls: list[int] = []
+
+    def refresh() -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in one poll")
+        r._stop.set()  # noqa: SLF001 - end the loop after the second poll
+        return False
+
+    r.refresh = refresh  # type: ignore[method-assign]
+    r._poll_loop(0.0)  # noqa: SLF001 - the poller thread's body, run here
+    assert len(calls) == 2
+    r.close()
+    assert reader_checkpoints(store) == []

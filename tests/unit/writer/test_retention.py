@@ -1,21 +1,22 @@
-"""What a memtable flush writes: 0.17's merge folding and retention rules."""
+"""What a memtable flush writes (:func:`plan_l0_rows`): 0.17's merge folding and retention,
+through the compaction's own retention (:mod:`slatelib.core.retention`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from slatelib.core.merge import ConcatMergeOperator
+from slatelib.core.retention import MERGE_BATCH_SIZE
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import MergeOperatorMissingError
-from slatelib.writer.retention import MERGE_BATCH_SIZE, fold_merges, l0_rows, retain_versions
+from slatelib.writer.flusher import plan_l0_rows
 
 CONCAT = ConcatMergeOperator()
 T = 1_000
 
 
-def flush(rows: list[Row], *, start_ts: int = T, min_seq: int | None = 100, op: object = CONCAT) -> list[Row]:
-    return list(l0_rows(rows, merge_operator=op, compaction_start_ts=start_ts,  # type: ignore[arg-type]
-                        retention_min_seq=min_seq))
+def flush(rows: list[Row], *, tick: int = T, min_seq: int = 100, op: object = CONCAT) -> list[Row]:
+    return plan_l0_rows(rows, merge_operator=op, clock_tick=tick, min_seq=min_seq)  # type: ignore[arg-type]
 
 
 def test_only_the_newest_version_of_a_key_is_flushed() -> None:
@@ -39,7 +40,7 @@ def test_expired_merge_operands_are_dropped_and_older_versions_kept() -> None:
     assert flush(rows) == [(b"m", 2, VALUE, b"base", None, 9)]
 
 
-def test_operands_fold_onto_the_base_with_newest_create_and_earliest_expiry() -> None:
+def test_operands_fold_onto_the_base_with_the_newest_create_time() -> None:
     rows = [(b"m", 5, MERGE, b"c", None, 30), (b"m", 4, MERGE, b"b", None, 20),
             (b"m", 3, VALUE, b"a", None, 10), (b"m", 1, VALUE, b"gone", None, 5)]
     assert flush(rows) == [(b"m", 5, VALUE, b"abc", None, 30)]
@@ -48,28 +49,27 @@ def test_operands_fold_onto_the_base_with_newest_create_and_earliest_expiry() ->
 def test_operands_stop_folding_at_a_different_expire_time() -> None:
     rows = [(b"m", 5, MERGE, b"b", 5000, 30), (b"m", 4, MERGE, b"a", None, 20),
             (b"m", 3, VALUE, b"base", None, 10)]
-    assert fold_merges(rows, CONCAT) == [(b"m", 5, MERGE, b"b", 5000, 30),
-                                         (b"m", 4, VALUE, b"basea", None, 20)]
-
-
-def test_operands_above_the_snapshot_barrier_are_not_folded() -> None:
-    rows = [(b"m", 9, MERGE, b"late", None, 30), (b"m", 4, MERGE, b"a", None, 20)]
-    assert fold_merges(rows, CONCAT, barrier_seq=5) == [rows[0], (b"m", 4, MERGE, b"a", None, 20)]
+    assert flush(rows) == [(b"m", 5, MERGE, b"b", 5000, 30), (b"m", 4, VALUE, b"basea", None, 20)]
 
 
 def test_many_operands_fold_in_batches_in_order() -> None:
     n = 2 * MERGE_BATCH_SIZE + 7
     rows = [(b"m", n - i, MERGE, bytes([65 + (n - 1 - i) % 26]), None, 1) for i in range(n)]
     expected = bytes(65 + i % 26 for i in range(n))
-    assert fold_merges(rows, CONCAT) == [(b"m", n, MERGE, expected, None, 1)]
+    assert flush(rows, min_seq=n) == [(b"m", n, MERGE, expected, None, 1)]
 
 
-def test_merge_rows_without_an_operator_fail_the_flush() -> None:
-    with pytest.raises(MergeOperatorMissingError):
-        flush([(b"m", 1, MERGE, b"x", None, 1)], op=None)
+def test_merge_rows_without_an_operator_fail_the_flush_naming_the_key() -> None:
+    with pytest.raises(MergeOperatorMissingError, match="m2"):
+        flush([(b"a", 2, VALUE, b"x", None, 1), (b"m2", 1, MERGE, b"x", None, 1)], op=None)
 
 
-def test_versions_above_the_retention_seq_are_kept() -> None:
-    rows = [(b"a", 9, VALUE, b"n", None, 1), (b"a", 8, VALUE, b"o", None, 1),
+def test_without_merges_no_operator_is_needed_and_rows_pass_through() -> None:
+    rows = [(b"a", 2, VALUE, b"x", None, 1), (b"b", 1, TOMBSTONE, b"", None, 1)]
+    assert flush(rows, op=None) == rows
+
+
+def test_versions_above_the_retention_seq_are_kept_and_tombstones_too() -> None:
+    rows = [(b"a", 9, VALUE, b"n", None, 1), (b"a", 8, TOMBSTONE, b"", None, 1),
             (b"a", 3, VALUE, b"p", None, 1), (b"a", 2, VALUE, b"q", None, 1)]
-    assert [r[1] for r in retain_versions(rows, compaction_start_ts=0, retention_min_seq=5)] == [9, 8, 3]
+    assert [r[1] for r in flush(rows, tick=0, min_seq=5)] == [9, 8, 3]
