@@ -41,7 +41,7 @@ from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore import open_store
-from slatelib.ops.gc import gc_options, run_gc
+from slatelib.ops.gc import check_db_spelling, gc_options, run_gc
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,6 +79,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
     started = time.monotonic()
 
     def one(t: DbTarget) -> dict[str, Any]:
+        check_db_spelling(t.name, "database URL")
         if t.store_url.startswith("memory:"):
             raise InvalidArgumentError(f"{t.name}: memory:// stores live in one process; "
                                        "the Spark executors cannot see them")

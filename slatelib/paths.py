@@ -22,6 +22,9 @@ COMPACTIONS_EXT = "compactions"
 SST_EXT = "sst"
 MANIFEST_BOUNDARY = "manifest.boundary"
 COMPACTIONS_BOUNDARY = "compactions.boundary"
+LOCK_SUFFIX = ".lock"
+"""Sidecar lock file of a conditionally overwritten local file (``gc/manifest.boundary.lock``;
+docs/rfcs/0006-local-conditional-put.md)."""
 
 
 FORBIDDEN_PATH_CHARS = frozenset('\\{^}%`]">[~<#|*?:')

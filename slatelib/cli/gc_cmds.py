@@ -14,7 +14,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from slatelib.core.gc_rules import GcDecision
-from slatelib.ops.gc import collect_garbage
+from slatelib.ops.gc import check_db_spelling, collect_garbage
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -24,10 +24,15 @@ def cmd_gc(ctx: Context) -> int | None:
     """``slate gc``: exit code 1 when some deletion failed (the report says which).
 
     Raises:
+        InvalidArgumentError: ``--db``/``--path`` ends with ``/`` (a prefix, not a database).
         SlateError: a refusal (see :func:`slatelib.ops.gc.collect_garbage`), reported by
             ``slate`` with its exit code.
     """
     args = ctx.args
+    if args.db:
+        check_db_spelling(args.db, "database URL")
+    elif args.path:
+        check_db_spelling(args.path)
     dry_run = ctx.settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
 
     def show(d: GcDecision) -> None:

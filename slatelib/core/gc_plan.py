@@ -31,7 +31,7 @@ from slatelib.core.gc_rules import (
     SequencedRules,
     WalRange,
 )
-from slatelib.core.gc_text import fmt_seconds, fmt_time, manifest_label
+from slatelib.core.gc_text import checkpoint_label, fmt_seconds, fmt_time, manifest_label
 from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SstView
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.ids import Ulid, ulid_time_ms, ulid_to_str
@@ -216,29 +216,30 @@ def _low_watermark(state: CompactionsState) -> tuple[int, str, str | None]:
     ), None
 
 
-def _newest_l0(live: LiveSet) -> tuple[int, str]:
+def _newest_l0(live: LiveSet) -> tuple[int, str, int | None]:
     m = live.latest
     trees = [(m.l0, m.last_compacted_l0_sst_view_id, "")]
     for seg in m.segments or ():
         name = seg.prefix.decode("ascii", "backslashreplace")
         trees.append((seg.l0, seg.last_compacted_l0_sst_view_id, f" of segment {name!r}"))
-    best, why = 0, ""
+    best, why, best_id = 0, "", None
     for l0, last, where in trees:
         if l0:
             sid = max((v.sst_id for v in l0), key=ulid_time_ms)
             t, text = ulid_time_ms(sid), f"L0 SST {ulid_to_str(sid)}{where}"
         elif last is not None:
+            sid = last
             t, text = ulid_time_ms(last), f"last compacted L0 view {ulid_to_str(last)}{where}"
         else:
             continue
         if t > best:
-            best, why = t, f"{text} in manifest {live.latest_id}"
+            best, why, best_id = t, f"{text} in manifest {live.latest_id}", int(sid)
     if best == 0:
         why = (
             f"manifest {live.latest_id} has no L0 SST and never compacted one, so the newest-L0 "
             "limit is the Unix epoch and nothing in compacted/ is deleted (as in 0.17)"
         )
-    return best, why
+    return best, why, best_id
 
 
 def build_rules(
@@ -248,17 +249,15 @@ def build_rules(
     *,
     now_ms: int,
     options: GcOptions,
-    manifest_block: str | None = None,
     compactions_block: str | None = None,
     compacted_block: str | None = None,
     destroy: DestroyRules | None = None,
 ) -> GcRules:
     """The rules for every object of the database rooted at ``root``."""
-    pinned: dict[int, str] = {}
-    for c in live.latest.checkpoints:
-        pinned[c.manifest_id] = live.label(c.manifest_id)
+    pinned = {mid: "; ".join(checkpoint_label(c) for c in live.pins(mid))
+              for mid in checkpoint_manifest_ids(live.latest)}
     lw, lw_why, lw_block = _low_watermark(compactions)
-    l0_ms, l0_why = _newest_l0(live)
+    l0_ms, l0_why, l0_id = _newest_l0(live)
     comp_block = compactions_block
     if compactions.error is not None and comp_block is None:
         comp_block = (f"the latest compactions file is unreadable ({compactions.error}); older "
@@ -269,7 +268,7 @@ def build_rules(
         min_age_ms=options.min_age_ms,
         live_summary=live.summary(),
         latest_label=live.label(live.latest_id),
-        manifests=SequencedRules(live.latest_id, pinned, manifest_block),
+        manifests=SequencedRules(live.latest_id, pinned),
         compactions=SequencedRules(compactions.version_id, {}, comp_block),
         wal_ranges=_wal_ranges(live),
         wal_fence_dry_run=options.wal_fence_dry_run,
@@ -279,6 +278,7 @@ def build_rules(
             low_watermark_why=lw_why,
             newest_l0_ms=l0_ms,
             newest_l0_why=l0_why,
+            newest_l0_id=l0_id,
             blocked=compacted_block or lw_block,
         ),
         destroy=destroy,

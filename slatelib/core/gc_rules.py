@@ -41,9 +41,12 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.ids import format_id, ulid_time_ms, ulid_to_str
 from slatelib.paths import (
     COMPACTED_DIR,
+    COMPACTIONS_BOUNDARY,
     COMPACTIONS_DIR,
     COMPACTIONS_EXT,
     GC_DIR,
+    LOCK_SUFFIX,
+    MANIFEST_BOUNDARY,
     MANIFEST_DIR,
     MANIFEST_EXT,
     SST_EXT,
@@ -165,6 +168,8 @@ class CompactedCutoff:
     newest_l0_ms: int
     newest_l0_why: str
     blocked: str | None = None
+    newest_l0_id: int | None = None
+    """The SST (or compacted L0 view) that sets ``newest_l0_ms``."""
 
     @property
     def cutoff_ms(self) -> int:
@@ -241,7 +246,7 @@ def classify(root: str, path: str, size: int) -> Classified:
     if "/" in name:
         return Classified(ObjectKind.UNKNOWN, why=f"nested below {directory}/")
     if directory == GC_DIR:
-        return Classified(ObjectKind.BOUNDARY)
+        return _classify_gc(name)
     if directory in (MANIFEST_DIR, COMPACTIONS_DIR):
         ext = MANIFEST_EXT if directory == MANIFEST_DIR else COMPACTIONS_EXT
         vid = parse_versioned_name(name, ext)
@@ -257,6 +262,24 @@ def classify(root: str, path: str, size: int) -> Classified:
     if sid is None or name != f"{ulid_to_str(sid)}.{SST_EXT}":
         return Classified(ObjectKind.UNKNOWN, why="not <ULID>.sst")
     return Classified(ObjectKind.COMPACTED, sid)
+
+
+_BOUNDARIES = {MANIFEST_BOUNDARY: MANIFEST_DIR, COMPACTIONS_BOUNDARY: COMPACTIONS_DIR}
+
+
+def _classify_gc(name: str) -> Classified:
+    """A file of ``gc/`` (which GC reads but never lists for deletion): a boundary file,
+    the lock file of one, or a name GC does not write."""
+    if name in _BOUNDARIES:
+        return Classified(ObjectKind.BOUNDARY, why=(
+            f"GC boundary of {_BOUNDARIES[name]}/ (RFC-0026): no version at or below it is "
+            "written again"))
+    base = name[: -len(LOCK_SUFFIX)] if name.endswith(LOCK_SUFFIX) else ""
+    if base in _BOUNDARIES:
+        return Classified(ObjectKind.BOUNDARY, why=(
+            f"lock file of gc/{base}: serialises its conditional overwrites on a local disk "
+            "(docs/rfcs/0006-local-conditional-put.md)"))
+    return Classified(ObjectKind.UNKNOWN, why="not a boundary file or the lock file of one")
 
 
 def decide(
@@ -278,7 +301,7 @@ def decide(
     if c.kind is ObjectKind.UNKNOWN:
         return out(Action.KEEP, f"kept: {c.why}; GC never deletes a name it does not recognise")
     if c.kind is ObjectKind.BOUNDARY:
-        return out(Action.KEEP, "kept: GC boundary file")
+        return out(Action.KEEP, f"kept: {c.why}")
     assert c.id is not None
     age_ms = rules.now_ms - last_modified_ms
     if c.kind is ObjectKind.COMPACTED:
@@ -332,15 +355,23 @@ def _wal(rules: GcRules, wal_id: int, kind: ObjectKind, age_ms: int) -> tuple[Ac
     latest = next((r for r in rules.wal_ranges if r.end is None), None)
     below = (f"below replay_after_wal_id {latest.start} of {latest.label}" if latest
              else "outside the latest manifest's replay range")
-    others = len(rules.wal_ranges) - (1 if latest else 0)
-    ckpts = (f"outside the replay range of all {others} checkpoint manifests" if others
-             else "no checkpoint pins an older manifest")
+    ckpts = _outside_checkpoint_ranges([r for r in rules.wal_ranges if r.end is not None])
     if fence and rules.wal_fence_dry_run:
         return Action.KEEP, (
             f"kept: {name}; fence GC is a dry run as in 0.17 (it would be deletable: {below}, "
             f"{ckpts}, {_age_text(rules, age_ms)})"
         )
     return Action.DELETE, f"delete: {name} is {below}; {ckpts}; {_age_text(rules, age_ms)}"
+
+
+def _outside_checkpoint_ranges(ranges: list[WalRange]) -> str:
+    if not ranges:
+        return "no checkpoint pins an older manifest"
+    if len(ranges) > 3:
+        return f"outside the replay ranges of all {len(ranges)} checkpoint manifests"
+    spans = "; ".join(f"{r.label}: {r.start}..{(r.end or 0) - 1}" if r.end and r.end > r.start
+                      else f"{r.label}: none" for r in ranges)
+    return f"outside the WAL replay range of every checkpoint manifest ({spans})"
 
 
 def _compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) -> tuple[Action, str]:
@@ -365,6 +396,12 @@ def _compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) -> tup
             f"kept: unreferenced but {when}, not before the compaction low watermark "
             f"{fmt_time(cut.low_watermark_ms)} ({cut.low_watermark_why}): a compaction may "
             "still publish it"
+        )
+    if sst_id == cut.newest_l0_id:
+        return Action.KEEP, (
+            f"kept: unreferenced, but it sets the newest-L0 limit itself ({cut.newest_l0_why}); "
+            "only SSTs created strictly before that limit go (as in 0.17), so it goes once a "
+            "newer L0 is flushed"
         )
     if created >= cut.newest_l0_ms:
         return Action.KEEP, (

@@ -230,8 +230,9 @@ class ObjectStore(Protocol):
             ConflictError: the ETag does not match, or the object is missing while
                 ``e_tag`` is given (``AlreadyExistsError`` when ``e_tag`` is None and an
                 object exists).
-            StorageError: the backend cannot do conditional overwrites (the local file
-                system).
+            StorageError: the backend cannot do conditional overwrites. (The local file
+                system can: slatelib does it with a sidecar ``<path>.lock`` file,
+                docs/rfcs/0006-local-conditional-put.md.)
         """
         ...
 

@@ -7,8 +7,10 @@ Backend notes (obstore 0.12, checked by the tests):
 
 - ``put_if_absent`` uses ``PutMode.Create`` (S3 ``If-None-Match: *``; a hard link on the
   local file system; a locked map in memory), so it is atomic everywhere.
-- ``put_if_match`` with an ETag uses ``PutMode.Update`` (S3 ``If-Match``): memory and S3
-  support it; the local file system does not (``StorageError``).
+- ``put_if_match`` with an ETag uses ``PutMode.Update`` (S3 ``If-Match``) on memory and S3.
+  obstore's local file system does not support it, so a ``file://`` store does it itself:
+  a ``flock`` on a sidecar ``<name>.lock`` file, an ETag check, then a staging file renamed
+  over the object (:mod:`slatelib.objstore.local_cas`, docs/rfcs/0006).
 - Conditional puts go through ``cas_store``, a second client of the same bucket whose
   built-in retries are off (see :func:`slatelib.objstore.url.open_store`): a create that
   object_store retried internally after a lost response would come back as a spurious
@@ -26,6 +28,7 @@ Backend notes (obstore 0.12, checked by the tests):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -39,6 +42,7 @@ from slatelib.errors import (
     SlateError,
     StorageError,
 )
+from slatelib.objstore import local_cas
 from slatelib.objstore.byte_ranges import (
     ByteRange,
     check_ranges,
@@ -86,6 +90,8 @@ class ObstoreObjectStore:
         root: path prefix applied inside ``store`` (for backends without a native one).
         sorted_listing: the backend lists in lexicographic order (False: sort here).
         coalesce_bytes: ranges closer than this are fetched with one request.
+        local_root: the directory of a local-file-system ``store`` (conditional overwrites
+            are then done by :mod:`slatelib.objstore.local_cas`).
     """
 
     def __init__(
@@ -99,6 +105,7 @@ class ObstoreObjectStore:
         coalesce_bytes: int = DEFAULT_COALESCE_BYTES,
         list_chunk_size: int = DEFAULT_LIST_CHUNK,
         delete_batch_size: int = DEFAULT_DELETE_BATCH,
+        local_root: str | None = None,
     ) -> None:
         self._store = store
         self._cas_store = cas_store if cas_store is not None else store
@@ -108,6 +115,7 @@ class ObstoreObjectStore:
         self._coalesce = coalesce_bytes
         self._list_chunk = list_chunk_size
         self._delete_batch = delete_batch_size
+        self._local_root = local_root
 
     @property
     def spec(self) -> StoreSpec:
@@ -274,12 +282,15 @@ class ObstoreObjectStore:
         Raises:
             ConflictError: ETag mismatch or missing object (``AlreadyExistsError`` when
                 ``e_tag`` is None and the object exists).
-            StorageError: the backend (local file system) cannot do conditional updates.
+            StorageError: the backend refused the write.
         """
         p = check_path(path)
         payload = check_data(data)
         if e_tag is not None and (not isinstance(e_tag, str) or not e_tag):
             raise InvalidArgumentError(f"e_tag must be a non-empty string or None: {e_tag!r}")
+        if self._local_root is not None and e_tag is not None:
+            target = os.path.join(self._local_root, self._loc(p))
+            return local_cas.put_if_match_file(target, payload, e_tag, path=p)
         mode: PutMode = "create" if e_tag is None else {"e_tag": e_tag}
         with self._mapped("put_if_match", p):
             result = obstore.put(self._cas_store, self._loc(p), payload, mode=mode)

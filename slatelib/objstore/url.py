@@ -189,7 +189,8 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
     try:
         if scheme == "file":
             local = LocalStore("/" + path, mkdir=True)
-            return ObstoreObjectStore(local, spec=spec, sorted_listing=False)
+            return ObstoreObjectStore(local, spec=spec, sorted_listing=False,
+                                      local_root="/" + path)
         if scheme == "memory":
             return ObstoreObjectStore(_memory_store(host), spec=spec, root=path)
         if scheme == "s3":

@@ -48,7 +48,7 @@ from slatelib.core.gc_plan import (
 )
 from slatelib.core.gc_rules import GcDecision, GcOptions, GcRules, ObjectKind, classify
 from slatelib.core.manifest import Manifest
-from slatelib.errors import ConflictError, ObjectMissingError, SlateError
+from slatelib.errors import ConflictError, InvalidArgumentError, ObjectMissingError, SlateError
 from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.gc_backend import DecisionSet, GcBackend, LocalBackend, LocalListing
@@ -61,7 +61,6 @@ from slatelib.ops.gc_state import (
     read_compactions_state,
     read_latest_manifest,
     read_live_set,
-    supports_conditional_update,
 )
 from slatelib.paths import COMPACTED_DIR, COMPACTIONS_DIR, MANIFEST_DIR, WAL_DIR, DbPaths
 from slatelib.store.sequenced import Versioned
@@ -89,6 +88,26 @@ class _FixedClock:
 
     def sleep(self, seconds: float) -> None:
         self._base.sleep(seconds)
+
+
+def check_db_spelling(spelled: str, what: str = "database path") -> None:
+    """Refuse a database named with a trailing ``/`` (or, for a path, a leading one): such a
+    name is a prefix spelling, and GC, which deletes, takes a database only as its objects
+    are listed (``tenants/db``), never a guess at which prefix was meant.
+
+    Raises:
+        InvalidArgumentError: naming the spelling and the way to say what was meant.
+    """
+    if spelled.endswith("/"):
+        raise InvalidArgumentError(
+            f"gc {what} {spelled!r} ends with '/': that names a prefix (which may hold "
+            f"several databases), not a database; nothing was deleted. Name the database "
+            f"itself ({spelled.rstrip('/')!r}), or use --discover to collect every database "
+            "below a prefix")
+    if what == "database path" and spelled.startswith("/"):
+        raise InvalidArgumentError(
+            f"gc database path {spelled!r} starts with '/': database paths are relative to "
+            f"the store root ({spelled.lstrip('/')!r}); nothing was deleted")
 
 
 def gc_options(settings: Settings, *, min_age: float | str | None = None,
@@ -127,7 +146,8 @@ def collect_garbage(
     kept in ``report.decisions`` and passed to ``on_decision``.
 
     Raises:
-        InvalidArgumentError: bad options, ``min_age`` below the floor without ``force``.
+        InvalidArgumentError: bad options, ``min_age`` below the floor without ``force``, a
+            ``path`` spelled with a leading or trailing ``/``.
         ManifestMissingError: no manifest at ``path``, or a checkpoint pins a missing one.
         CorruptObjectError / UnsupportedFormatVersionError: a malformed manifest or an
             unsafe ``external_dbs`` path.
@@ -197,6 +217,7 @@ def _run_gc(
     on_decision: DecisionSink | None,
 ) -> GcReport:
     options.check()
+    check_db_spelling(path)
     root = DbPaths.of(path).root
     now_ms = clock.now_ms()
     report = GcReport(root, store.url, dry_run, options.min_age_s, now_ms)
@@ -284,19 +305,10 @@ def _plan(store: ObjectStore, root: str, live: LiveSet, compactions: Compactions
     if missing:
         problem = _confirm_listing_problem(store, root, missing, live.latest_id)
     decisions = {d: backend.decide(listings[d], rules, refs) for d in DIRS}
-    blocks: dict[str, str] = {}
     for d in (MANIFEST_DIR, COMPACTIONS_DIR):
         target = decisions[d].max_delete_id()
-        current, _, exists = read_boundary(store, boundary_path(root, d))
+        current, _, _ = read_boundary(store, boundary_path(root, d))
         report.boundaries[d] = {"before": current, "target": max(current, target or 0)}
-        if target is not None and target > current and exists \
-                and not supports_conditional_update(store):
-            blocks[d] = (
-                f"gc/{d}.boundary is at {current} and this store cannot overwrite it "
-                f"conditionally (the local file system has no ETag updates), so no {d} "
-                "version is deleted (0.17's GC fails the same way)"
-            )
-            report.refused.append(f"{d}: {blocks[d]}")
     if problem is not None:
         report.refused.append(f"compacted: {problem}")
     elif rules.compacted.blocked is not None:
@@ -305,10 +317,8 @@ def _plan(store: ObjectStore, root: str, live: LiveSet, compactions: Compactions
         report.refused.append(f"compacted: {rules.compacted.low_watermark_why}")
     elif rules.compacted.newest_l0_ms == 0:
         report.refused.append(f"compacted: {rules.compacted.newest_l0_why}")
-    if blocks or problem:
+    if problem is not None:
         rules = build_rules(root, live, compactions, now_ms=now_ms, options=options,
-                            manifest_block=blocks.get(MANIFEST_DIR),
-                            compactions_block=blocks.get(COMPACTIONS_DIR),
                             compacted_block=problem)
         decisions = {d: backend.decide(listings[d], rules, refs) for d in DIRS}
     return _Plan(rules, refs, listings, decisions, read_latest_id)
@@ -357,7 +367,6 @@ def fresh_rules(store: ObjectStore, root: str, options: GcOptions, now_ms: int,
     live = read_live_set(store, root, latest)
     check_external_paths(root, live.manifests().values())
     rules = build_rules(root, live, compactions, now_ms=now_ms, options=options,
-                        manifest_block=planned.manifests.blocked,
                         compactions_block=planned.compactions.blocked,
                         compacted_block=planned.compacted.blocked)
     return rules, referenced_ssts(live)

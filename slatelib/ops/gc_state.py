@@ -160,20 +160,18 @@ def read_boundary(store: ObjectStore, path: str) -> tuple[int, str | None, bool]
     return int(text), meta.e_tag, True
 
 
-def supports_conditional_update(store: ObjectStore) -> bool:
-    """False for the local file system, whose store cannot overwrite on an ETag (0.17's
-    ``LocalFileSystem`` answers ``NotImplemented``)."""
-    return not store.spec.url.startswith("file:")
-
-
 def advance_boundary(store: ObjectStore, path: str, target: int) -> tuple[int, int]:
     """Raise the boundary file to ``target`` (RFC-0026) as 0.17 does: create it when
     missing, else overwrite it conditionally on the ETag just read; re-read and retry when
     another GC moved it. Never lowers it. Returns ``(before, after)``.
 
+    On a local disk the conditional overwrite is slatelib's own (a lock file next to the
+    boundary, docs/rfcs/0006-local-conditional-put.md), so unlike 0.17's GC, which cannot
+    overwrite there, slatelib advances the boundary on every run.
+
     Raises:
-        StorageError: the store cannot do conditional overwrites (local file system):
-            0.17's GC fails the same way and deletes nothing of that kind.
+        StorageError: the store reports no ETag for an existing boundary file, or cannot
+            overwrite conditionally.
         ConflictError: still racing after several attempts.
     """
     before: int | None = None

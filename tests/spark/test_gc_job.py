@@ -42,15 +42,18 @@ def test_job_collects_many_databases_like_the_single_process_planner(
     twin = tmp_path / "twin"
     shutil.copytree(fixture_copy, twin)
     args = job_args(tmp_path, *[a for n in DBS for a in ("--db", f"file://{fixture_copy}/{n}")],
-                    "--db", f"file://{fixture_copy}/not-a-db", "--min-age", "0s", "--force",
-                    "--no-dry-run")
+                    "--db", f"file://{fixture_copy}/not-a-db",
+                    "--db", f"file://{fixture_copy}/ckpt_clone/",  # a prefix spelling: refused
+                    "--min-age", "0s", "--force", "--no-dry-run")
     report, code = run(spark, load_settings(args.conf), args)
     assert code == 5
-    by_db = {r["db"].rsplit("/", 1)[1]: r for r in report["databases"]}
+    by_db = {r["db"].rstrip("/").rsplit("/", 1)[1]: r for r in report["databases"]}
     assert by_db["not-a-db"]["status"] == "data_error"
     assert "not a database root" in by_db["not-a-db"]["error"]["message"]
+    assert by_db["ckpt_clone"]["status"] == "invalid_input"
+    assert "ends with '/': that names a prefix" in by_db["ckpt_clone"]["error"]["message"]
     assert all(by_db[n]["status"] == "success" for n in DBS)
-    assert report["totals"]["databases"] == 4 and report["totals"]["failed"] == 1
+    assert report["totals"]["databases"] == 5 and report["totals"]["failed"] == 2
     assert by_db["basic"]["kinds"]["compacted"]["deleted"] == 3
     local = open_store(f"file://{twin}")
     for n in DBS:

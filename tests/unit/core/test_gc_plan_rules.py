@@ -71,14 +71,16 @@ def test_manifest_pinned_by_a_checkpoint_is_kept_and_named() -> None:
     live = LiveSet(42, manifest(l0=[ulid_at(OLD)], checkpoints=[cp]), {17: manifest()})
     d = decide(rules_for(live), P.manifest(17), 1, OLD)
     assert d.action is Action.KEEP
-    assert d.reason == (f"kept: pinned by manifest 17 (checkpoint {str(cp.id)[:8]} 'nightly', "
-                        "expires 2026-11-19T11:06:40Z)")
+    assert d.reason == (f"kept: pinned by checkpoint {str(cp.id)[:8]} 'nightly', "
+                        "expires 2026-11-19T11:06:40Z")
 
 
-def test_blocked_manifests_are_kept_with_the_block_as_reason() -> None:
-    r = rules_for(simple_live(), manifest_block="gc/manifest.boundary cannot be advanced")
-    d = decide(r, P.manifest(3), 1, OLD)
-    assert (d.action, d.reason) == (Action.KEEP, "kept: gc/manifest.boundary cannot be advanced")
+def test_blocked_compactions_files_are_kept_with_the_block_as_reason() -> None:
+    comp = CompactionsState(7, compactions())
+    r = rules_for(simple_live(), comp, compactions_block="the compactions state is in doubt")
+    d = decide(r, P.compactions(3), 1, OLD)
+    assert (d.action, d.reason) == (Action.KEEP, "kept: the compactions state is in doubt")
+    assert decide(rules_for(simple_live(), comp), P.compactions(3), 1, OLD).deletes
 
 
 # ---------------------------------------------------------------------------------- WAL
@@ -112,7 +114,8 @@ def test_wal_replayed_by_a_checkpoint_manifest_is_kept() -> None:
         assert "(replay_after_wal_id 10 < id <= wal_id_last_seen 14)" in d.reason
     d = decide(r, P.wal(15), 10, OLD)
     assert d.action is Action.DELETE
-    assert "outside the replay range of all 1 checkpoint manifests" in d.reason
+    assert (f"outside the WAL replay range of every checkpoint manifest (manifest 17 "
+            f"(checkpoint {str(cp.id)[:8]}, no expiry): 11..14)") in d.reason
 
 
 def test_wal_fences_are_kept_as_a_dry_run_unless_enabled() -> None:
@@ -165,6 +168,17 @@ def test_sst_not_older_than_the_newest_l0_is_kept_as_a_possible_unpublished_l0()
     assert d.action is Action.KEEP
     assert f"not before the newest L0 2026-11-18T10:06:40Z (L0 SST {ulid_to_str(newest)} in manifest 42)" in d.reason
     assert "uploaded but not yet published" in d.reason
+
+
+def test_last_compacted_l0_view_is_kept_and_said_to_set_the_limit_itself() -> None:
+    last = ulid_at(NOW - HOUR)
+    live = LiveSet(42, manifest(runs={0: [ulid_at(NOW - 3 * HOUR)]}, last_compacted=last))
+    d = decide(rules_for(live), P.compacted(last), 5, OLD)
+    assert d.action is Action.KEEP
+    assert d.reason.startswith(
+        "kept: unreferenced, but it sets the newest-L0 limit itself (last compacted L0 view "
+        f"{ulid_to_str(last)} in manifest 42)")
+    assert "uploaded but not yet published" not in d.reason
 
 
 def test_newest_l0_falls_back_to_the_last_compacted_view_and_to_segments() -> None:
@@ -256,3 +270,19 @@ def test_classify_recognises_exactly_slatedb_names() -> None:
     assert classify("t/db", f"t/db/wal/{format_id(5)}.sst", 3).kind is ObjectKind.WAL
     assert classify("t/db", "t/db-clone/wal/00000000000000000005.sst", 3).in_layout is False
     assert classify("", "wal/00000000000000000005.sst", 3).id == 5
+
+
+def test_gc_files_are_named_for_what_they_are_and_always_kept() -> None:
+    r = rules_for(simple_live())
+    cases = {
+        "t/db/gc/manifest.boundary": (ObjectKind.BOUNDARY, "GC boundary of manifest/ (RFC-0026)"),
+        "t/db/gc/compactions.boundary": (ObjectKind.BOUNDARY, "GC boundary of compactions/"),
+        "t/db/gc/manifest.boundary.lock": (
+            ObjectKind.BOUNDARY, "lock file of gc/manifest.boundary: serialises its conditional"),
+        "t/db/gc/notes.lock": (ObjectKind.UNKNOWN, "not a boundary file or the lock file of one"),
+    }
+    for path, (kind, why) in cases.items():
+        c = classify("t/db", path, 0)
+        assert c.kind is kind and c.why.startswith(why), (path, c)
+        d = decide(r, path, 0, OLD)
+        assert d.action is Action.KEEP and d.reason.startswith(f"kept: {why}"), d.reason

@@ -130,24 +130,17 @@ def test_put_if_match_none_means_create_if_absent(store: ObjectStore) -> None:
     assert store.get("b") == b"v1"
 
 
-def test_put_if_match_on_memory_swaps_on_matching_etag(memory_store: ObjectStore) -> None:
-    e1 = memory_store.put_if_match("gc/boundary", b"v1", None)
-    e2 = memory_store.put_if_match("gc/boundary", b"v2", e1)
+def test_put_if_match_swaps_on_matching_etag(store: ObjectStore) -> None:
+    e1 = store.put_if_match("gc/boundary", b"v1", None)
+    e2 = store.put_if_match("gc/boundary", b"v2", e1)
     assert e2 and e2 != e1
-    assert memory_store.get_with_meta("gc/boundary") == (b"v2", memory_store.head("gc/boundary"))
+    assert store.get_with_meta("gc/boundary") == (b"v2", store.head("gc/boundary"))
     with pytest.raises(ConflictError) as info:
-        memory_store.put_if_match("gc/boundary", b"v3", e1)  # stale
+        store.put_if_match("gc/boundary", b"v3", e1)  # stale
     assert not isinstance(info.value, AlreadyExistsError)
     with pytest.raises(ConflictError):
-        memory_store.put_if_match("gc/missing", b"v", e1)  # nothing to match
-    assert memory_store.get("gc/boundary") == b"v2"
-
-
-def test_put_if_match_update_is_unsupported_on_local_fs(local_store: ObjectStore) -> None:
-    e1 = local_store.put_if_match("gc/boundary", b"v1", None)
-    with pytest.raises(StorageError, match="not supported"):
-        local_store.put_if_match("gc/boundary", b"v2", e1)
-    assert local_store.get("gc/boundary") == b"v1"
+        store.put_if_match("gc/missing", b"v", e1)  # nothing to match
+    assert store.get("gc/boundary") == b"v2"
 
 
 def test_put_if_match_rejects_empty_etag(store: ObjectStore) -> None:

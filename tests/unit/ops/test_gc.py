@@ -155,21 +155,27 @@ def test_a_boundary_raised_concurrently_is_reread_and_never_lowered(store: Objec
     assert store.get(path) == b"9" and calls[0] == 2
 
 
-def test_local_store_creates_a_boundary_but_cannot_advance_one_like_0_17(tmp_path: Path) -> None:
+def test_local_store_advances_an_existing_boundary_on_every_run(tmp_path: Path) -> None:
+    """0.17 cannot overwrite a boundary on a local disk (its second advance fails); slatelib's
+    local conditional overwrite (docs/rfcs/0006) lets every run collect manifests."""
     local = open_store(f"file://{tmp_path}")
     db = Basic(local)
     gc(local, now=db.later_s)
-    assert (tmp_path / ROOT / "gc" / "manifest.boundary").read_bytes() == b"4"
-    db.w.manifest(6, db.latest)
-    db.w.manifest(7, db.latest)
-    report = gc(local, now=(db.t0 + 2 * HOUR) / 1000)
-    assert db.w.paths.manifest(5) in db.w.listing() and db.w.paths.manifest(6) in db.w.listing()
-    assert report.refused == [
-        "manifest: gc/manifest.boundary is at 4 and this store cannot overwrite it conditionally "
-        "(the local file system has no ETag updates), so no manifest version is deleted "
-        "(0.17's GC fails the same way)"]
-    kept = [d for d in report.decisions if d.path == db.w.paths.manifest(5)]
-    assert kept[0].reason.startswith("kept: gc/manifest.boundary is at 4")
+    boundary = tmp_path / ROOT / "gc" / "manifest.boundary"
+    assert boundary.read_bytes() == b"4"
+    for run, latest in ((2, 7), (3, 9)):
+        db.w.manifest(latest - 1, db.latest)
+        db.w.manifest(latest, db.latest)
+        report = gc(local, now=(db.t0 + run * HOUR) / 1000)
+        assert report.refused == [] and report.errors == []
+        assert boundary.read_bytes() == str(latest - 1).encode()
+        assert report.boundaries["manifest"] == {"before": latest - 3, "after": latest - 1}
+        assert {m for m in db.w.listing() if "/manifest/" in m} == {db.w.paths.manifest(latest)}
+    # gc/ (boundaries and their lock files) is never listed for deletion, only read
+    assert [d.path for d in report.decisions if "/gc/" in d.path] == []
+    # the lock file appears with the first overwrite; the compactions boundary was only created
+    assert {p.name for p in (tmp_path / ROOT / "gc").iterdir()} == {
+        "manifest.boundary", "manifest.boundary.lock", "compactions.boundary"}
 
 
 def test_unreadable_compactions_state_blocks_compacted_only(store: ObjectStore) -> None:
@@ -257,6 +263,33 @@ def test_gc_of_a_database_never_touches_a_sibling_prefix(store: ObjectStore) -> 
     objs = {sibling.wal(1), sibling.sst(ulid_at(db.t0 - 5 * HOUR)), sibling.wal(2)}
     gc(store, root="t/db", now=db.later_s)
     assert objs <= {m.path for m in store.list("t/db-clone")}
+
+
+@pytest.mark.parametrize("path, error, message", [
+    ("", ManifestMissingError, "no manifest under 'the store root': not a database root"),
+    ("t", ManifestMissingError, "no manifest under 't': not a database root"),
+    ("junk", ManifestMissingError, "no manifest under 'junk': not a database root"),
+    ("t/db-", ManifestMissingError, "no manifest under 't/db-'"),
+    ("t/db/manifest", ManifestMissingError, "no manifest under 't/db/manifest'"),
+    ("t/db/", InvalidArgumentError, "ends with '/': that names a prefix"),
+    ("t/", InvalidArgumentError, "ends with '/': that names a prefix"),
+    ("/t/db", InvalidArgumentError, "starts with '/'"),
+])
+def test_gc_on_a_wrong_prefix_deletes_nothing_and_says_why(
+    store: ObjectStore, path: str, error: type[Exception], message: str,
+) -> None:
+    """The store root, a parent of several databases, a directory of random files, a
+    sibling spelling, a layout directory, and prefix spellings of a real database."""
+    now = (SYSTEM_CLOCK.now_ms() + 5 * HOUR) / 1000
+    Basic(store, "t/db")
+    Basic(store, "t/db-clone")
+    store.put("junk/manifest/notes.txt", b"x")
+    store.put("junk/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", b"x")
+    store.put("junk/random.bin", b"x")
+    before = {m.path for m in store.list("")}
+    with pytest.raises(error, match=message):
+        gc(store, root=path, now=now)
+    assert {m.path for m in store.list("")} == before
 
 
 def test_without_compactions_file_nothing_in_compacted_goes_and_the_report_says_why(
