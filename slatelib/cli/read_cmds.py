@@ -8,13 +8,13 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from slatelib.cli.ls_cmd import cmd_ls
 from slatelib.cli.render import manifest_summary, render_info, render_manifest, render_row
-from slatelib.core.manifest import Manifest
-from slatelib.errors import InvalidArgumentError, ObjectMissingError
+from slatelib.errors import CorruptObjectError, InvalidArgumentError, ObjectMissingError
 from slatelib.format.sst import parse_sst
 from slatelib.ids import try_parse_ulid, ulid_to_str
 from slatelib.ops.bulk_load import bulk_load
-from slatelib.paths import DbPaths, file_name, normalize_path, parse_compacted_name, parse_wal_name
+from slatelib.paths import WAL_DIR, DbPaths, file_name, normalize_path, parse_wal_name
 from slatelib.reader import DbReader
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.table_store import external_roots
@@ -102,8 +102,11 @@ def cmd_sst(ctx: Context) -> None:
     path, handle = _resolve_sst_object(ctx, ctx.args.object)
     data = ctx.store.get(path)
     if not data:
-        ctx.emit({"path": path, "size": 0, "fence": True})
-        return
+        parent, _, name = path.rpartition("/")
+        if file_name(parent) == WAL_DIR and parse_wal_name(name) is not None:
+            ctx.emit({"path": path, "size": 0, "fence": True})
+            return
+        raise CorruptObjectError("the object is empty (0 bytes): not an SST", path=path)
     parsed = parse_sst(data, path=path)
     wal = parsed.info.sst_type == 1
     rows = parsed.rows() if not ctx.args.no_rows else []
@@ -133,64 +136,6 @@ def cmd_sst(ctx: Context) -> None:
     if bf is not None:
         out["filter"] = {"num_probes": bf.num_probes, "bits": len(bf.bits) * 8}
     ctx.emit(out)
-
-
-def _references(ms: ManifestStore, latest_id: int, latest: Manifest) -> Iterator[tuple[str, str]]:
-    """(object path, reason) for everything the latest manifest and its checkpoints keep."""
-    paths = ms.paths
-    yield ms.path(latest_id), "latest manifest"
-    pinned: list[tuple[str, Manifest]] = [("latest manifest", latest)]
-    for cp in latest.checkpoints:
-        label = f"checkpoint {cp.id}" + (f" ({cp.name})" if cp.name else "")
-        yield ms.path(cp.manifest_id), label
-        got = ms.try_read(cp.manifest_id)
-        if got is not None:
-            pinned.append((label, got.value))
-    for label, m in pinned:
-        ext = external_roots(m)
-        for v in m.l0:
-            yield DbPaths(ext.get(v.sst_id, paths.root)).compacted(v.sst_id), f"{label}: l0 view"
-        for run in m.compacted:
-            for v in run.views:
-                yield (DbPaths(ext.get(v.sst_id, paths.root)).compacted(v.sst_id),
-                       f"{label}: sorted run {run.id}")
-        for seg in m.segments or ():
-            for v in seg.l0:
-                yield paths.compacted(v.sst_id), f"{label}: segment {seg.prefix!r} l0"
-            for run in seg.compacted:
-                for v in run.views:
-                    yield paths.compacted(v.sst_id), f"{label}: segment {seg.prefix!r} run {run.id}"
-
-
-def cmd_ls(ctx: Context) -> None:
-    ms = ManifestStore(ctx.store, ctx.db_path)
-    latest = ms.read_latest()
-    refs: dict[str, list[str]] = {}
-    for path, reason in _references(ms, latest.id, latest.value):
-        refs.setdefault(path, []).append(reason)
-    replay_after = latest.value.replay_after_wal_id
-    root = ms.paths.root
-    for meta in sorted(ctx.store.list(root), key=lambda m: m.path):
-        reasons = list(dict.fromkeys(refs.get(meta.path, [])))
-        name = file_name(meta.path)
-        parent = meta.path[: -len(name) - 1]
-        if parent == ms.paths.wal_dir and (wid := parse_wal_name(name)) is not None:
-            if meta.size == 0:
-                reasons.append("writer fence")
-            if wid > replay_after:
-                reasons.append("WAL to replay (above replay_after_wal_id)")
-        elif parent == ms.paths.gc_dir:
-            reasons.append("gc boundary")
-        elif parent == ms.paths.compacted_dir and parse_compacted_name(name) is None:
-            reasons.append("not an SST name")
-        ctx.emit({
-            "path": meta.path, "size": meta.size, "last_modified_ms": meta.last_modified_ms,
-            "referenced_by": reasons or ["unreferenced"],
-        })
-    for path, reasons in sorted(refs.items()):
-        if root and not path.startswith(root + "/"):
-            ctx.emit({"path": path, "size": None, "external": True,
-                      "referenced_by": list(dict.fromkeys(reasons))})
 
 
 def _read_jsonl(f: IO[str], name: str) -> Iterator[tuple[bytes, bytes]]:

@@ -23,12 +23,17 @@ from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import Settings
 from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
 from slatelib.core.row import VALUE, Row
-from slatelib.errors import ConflictError, InvalidArgumentError, InvalidDbStateError
+from slatelib.errors import (
+    CommitStateUnknownError,
+    ConflictError,
+    InvalidArgumentError,
+    InvalidDbStateError,
+)
 from slatelib.format.compression import parse_codec
 from slatelib.format.sst import SstWriter, SstWriterOptions
-from slatelib.ids import UlidGenerator, ulid_to_str
+from slatelib.ids import Ulid, UlidGenerator, ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.paths import DbPaths, normalize_path
+from slatelib.paths import normalize_path
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.table_store import TableStore
 
@@ -158,6 +163,37 @@ def _check_absent(manifests: ManifestStore) -> None:
         )
 
 
+def _commit_manifest(manifests: ManifestStore, manifest: Manifest, ours: set[Ulid]) -> None:
+    """Create manifest 1. After a lost response or a lost race, manifest 1 is read back: it
+    is ours when it references our SSTs (fresh ULIDs nobody else can have) or equals ours.
+
+    Raises:
+        InvalidDbStateError: another creator's manifest 1 won (our SSTs are deleted).
+        CommitStateUnknownError: the outcome is unknown and nothing is readable yet.
+    """
+    unknown: CommitStateUnknownError | None = None
+    try:
+        manifests.write(1, manifest)
+        return
+    except ConflictError as exc:
+        lost: Exception = exc
+    except CommitStateUnknownError as exc:
+        lost = unknown = exc
+    existing = manifests.try_read(1)
+    if existing is not None and (
+        existing.value == manifest or ours & existing.value.referenced_sst_ids()
+    ):
+        log.info("bulk load manifest landed despite a lost response [path=%s]", manifests.root)
+        return
+    if existing is None and unknown is not None:
+        raise unknown
+    # Another creator won: nothing can reference our freshly minted SST ids.
+    manifests.store.delete_many([manifests.paths.compacted(i) for i in ours])
+    raise InvalidDbStateError(
+        f"a database was created at {manifests.root!r} concurrently; bulk load aborted"
+    ) from lost
+
+
 def bulk_load(
     path: str,
     store: ObjectStore | str,
@@ -171,8 +207,10 @@ def bulk_load(
     """Create a new database at ``path`` holding ``rows`` as one sorted run.
 
     Raises:
-        InvalidDbStateError: a database already exists at ``path``.
+        InvalidDbStateError: a database already exists at ``path`` (or was created while
+            loading; the SSTs uploaded are then removed).
         InvalidArgumentError: an input item is not a pair of non-empty bytes key and value.
+        CommitStateUnknownError: whether manifest 1 landed cannot be established.
     """
     from slatelib.reader import resolve_store
 
@@ -202,21 +240,7 @@ def bulk_load(
     )
     if handles:
         manifest = replace(manifest, last_l0_seq=BULK_LOAD_SEQ, last_l0_clock_tick=now_ms)
-    try:
-        manifests.write(1, manifest)
-    except ConflictError as exc:
-        existing = manifests.try_read(1)
-        ours = {h.id for h in handles}
-        if existing is not None and (
-            existing.value == manifest or ours & existing.value.referenced_sst_ids()
-        ):
-            log.info("manifest 1 of %s is ours (response was lost)", root)
-        else:
-            # Another creator won: nothing can reference our freshly minted SST ids.
-            obj_store.delete_many([DbPaths(root).compacted(i) for i in ours])
-            raise InvalidDbStateError(
-                f"a database was created at {root!r} concurrently; bulk load aborted"
-            ) from exc
+    _commit_manifest(manifests, manifest, {h.id for h in handles})
     report.manifest_id = 1
     report.seconds = time.monotonic() - started
     log.info("bulk load done [path=%s, rows=%d, ssts=%d, bytes=%d]",

@@ -2,8 +2,10 @@
 
 The manifest's :class:`SsTableInfo` is authoritative (spec 5.5.2): the footer is never read
 for compacted SSTs. Blocks are fetched in coalesced ranged gets of up to
-``fetch_bytes``; scans keep at most ``prefetch`` fetches in flight, so memory is bounded by
-blocks in flight, not by the size of the SST or the scan.
+``fetch_bytes``; scans keep at most ``prefetch`` fetches in flight. Decoded blocks and each
+SST's index and bloom filter live in the shared, bounded :class:`BlockCache` (as 0.17
+caches index and filter blocks), never on the reader, so memory is bounded by the cache
+and the blocks in flight, not by the size of the database or of the scan.
 """
 
 from __future__ import annotations
@@ -26,17 +28,35 @@ DEFAULT_FETCH_BYTES = 1 << 20
 DEFAULT_PREFETCH = 4
 
 
+INDEX_SLOT = -1
+FILTER_SLOT = -2
+"""Cache slots of an SST's index and filter (data blocks use their block number)."""
+_UNLOADED = object()
+_NO_FILTER = object()
+
+
+def index_cost(idx: SstIndex) -> int:
+    """Estimated memory of a decoded index (two tuples of ints and bytes objects)."""
+    return sum(len(k) for k in idx.first_keys) + 120 * len(idx.offsets) + 128
+
+
 class BlockCache:
-    """LRU cache of decoded blocks keyed by ``(object path, block number)``, bounded by an
-    estimate of the memory the decoded rows take."""
+    """LRU cache keyed by ``(object path, slot)``: decoded data blocks (slot = block number)
+    and SST indexes and filters (:data:`INDEX_SLOT`, :data:`FILTER_SLOT`), bounded by an
+    estimate of the memory they take. An entry larger than the capacity is not cached."""
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity = capacity_bytes
-        self._data: OrderedDict[tuple[str, int], tuple[list[Row], int]] = OrderedDict()
+        self._data: OrderedDict[tuple[str, int], tuple[object, int]] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, int]) -> list[Row] | None:
+    @property
+    def size_bytes(self) -> int:
+        """Estimated memory held now (never above ``capacity``)."""
+        return self._size
+
+    def lookup(self, key: tuple[str, int]) -> object | None:
         with self._lock:
             hit = self._data.get(key)
             if hit is None:
@@ -44,19 +64,27 @@ class BlockCache:
             self._data.move_to_end(key)
             return hit[0]
 
-    def put(self, key: tuple[str, int], rows: list[Row], raw_len: int) -> None:
-        cost = raw_len * 3 + 64 * len(rows)
+    def insert(self, key: tuple[str, int], value: object, cost: int) -> None:
         if cost > self.capacity:
             return
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
                 self._size -= old[1]
-            self._data[key] = (rows, cost)
+            self._data[key] = (value, cost)
             self._size += cost
             while self._size > self.capacity and self._data:
                 _, (_, c) = self._data.popitem(last=False)
                 self._size -= c
+
+    def get(self, key: tuple[str, int]) -> list[Row] | None:
+        """A cached data block."""
+        hit = self.lookup(key)
+        return hit if isinstance(hit, list) else None
+
+    def put(self, key: tuple[str, int], rows: list[Row], raw_len: int) -> None:
+        """Cache a data block decoded from ``raw_len`` stored bytes."""
+        self.insert(key, rows, raw_len * 3 + 64 * len(rows))
 
 
 class SstReader:
@@ -72,6 +100,7 @@ class SstReader:
         executor: Executor | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         fetch_bytes: int = DEFAULT_FETCH_BYTES,
+        missing_hint: str = "",
     ) -> None:
         self.store = store
         self.path = path
@@ -82,9 +111,10 @@ class SstReader:
         self._executor = executor
         self._prefetch = max(1, prefetch)
         self._fetch_bytes = max(1, fetch_bytes)
+        self._missing_hint = missing_hint
+        # Without a shared cache (one-off readers: CLI, planning) metadata stays here.
         self._index: SstIndex | None = None
-        self._bloom: bloom.BloomFilter | None | bool = False  # False = not loaded yet
-        self._lock = threading.Lock()
+        self._bloom: bloom.BloomFilter | None | object = _UNLOADED
 
     # ------------------------------------------------------------------ metadata
     def _get_exact(self, start: int, end: int, what: str) -> bytes:
@@ -94,7 +124,8 @@ class SstReader:
             raise
         except ObjectMissingError as exc:
             raise SstMissingError(
-                f"SST {self.path} referenced by the manifest is missing ({exc})", path=self.path
+                f"SST {self.path} referenced by the manifest is missing{self._missing_hint} "
+                f"({exc})", path=self.path
             ) from exc
         if len(data) != end - start:
             raise CorruptObjectError(
@@ -104,30 +135,52 @@ class SstReader:
         return data
 
     def index(self) -> SstIndex:
-        if self._index is None:
-            info = self.info
-            region = self._get_exact(
-                info.index_offset, info.index_offset + info.index_len, "index"
-            )
-            idx = read_index(region, info.compression, path=self.path)
-            with self._lock:
-                if self._index is None:
-                    self._index = idx
-        assert self._index is not None
-        return self._index
+        """The decoded index (from the cache, else one ranged get).
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
+        if self._index is not None:
+            return self._index
+        cache = self._cache
+        if cache is not None:
+            hit = cache.lookup((self.path, INDEX_SLOT))
+            if isinstance(hit, SstIndex):
+                return hit
+        info = self.info
+        region = self._get_exact(info.index_offset, info.index_offset + info.index_len, "index")
+        idx = read_index(region, info.compression, path=self.path)
+        if cache is None:
+            self._index = idx
+        else:
+            cache.insert((self.path, INDEX_SLOT), idx, index_cost(idx))
+        return idx
 
     def bloom_filter(self) -> bloom.BloomFilter | None:
-        if self._bloom is False:
-            info = self.info
-            bf: bloom.BloomFilter | None = None
-            if info.filter_len:
-                region = self._get_exact(
-                    info.filter_offset, info.filter_offset + info.filter_len, "filter"
-                )
-                payload = decode_region(region, info.compression, path=self.path, what="filter")
-                bf = bloom.decode_filter_block(payload, info.filter_format, path=self.path)
+        """The whole-key bloom filter, or None when the SST has none.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
+        info = self.info
+        if not info.filter_len:
+            return None
+        if self._bloom is not _UNLOADED:
+            return self._bloom if isinstance(self._bloom, bloom.BloomFilter) else None
+        cache = self._cache
+        if cache is not None:
+            hit = cache.lookup((self.path, FILTER_SLOT))
+            if hit is not None:
+                return hit if isinstance(hit, bloom.BloomFilter) else None
+        region = self._get_exact(info.filter_offset, info.filter_offset + info.filter_len, "filter")
+        payload = decode_region(region, info.compression, path=self.path, what="filter")
+        bf = bloom.decode_filter_block(payload, info.filter_format, path=self.path)
+        if cache is None:
             self._bloom = bf
-        return self._bloom if isinstance(self._bloom, bloom.BloomFilter) else None
+        else:  # a filter block without a whole-key filter is cached as _NO_FILTER
+            cache.insert((self.path, FILTER_SLOT), _NO_FILTER if bf is None else bf,
+                         256 + (0 if bf is None else len(bf.bits)))
+        return bf
 
     def may_contain(self, key: bytes, key_hash: int | None = None) -> bool:
         info = self.info
@@ -145,9 +198,8 @@ class SstReader:
         return len(self.index().offsets)
 
     # -------------------------------------------------------------------- blocks
-    def _fetch_group(self, lo: int, hi: int) -> list[list[Row]]:
+    def _fetch_group(self, idx: SstIndex, lo: int, hi: int) -> list[list[Row]]:
         """Decode blocks ``lo..hi-1`` (cache first, then one ranged get for the rest)."""
-        idx = self.index()
         out: list[list[Row] | None] = [None] * (hi - lo)
         missing: list[int] = []
         cache = self._cache
@@ -174,10 +226,15 @@ class SstReader:
         return [r for r in out if r is not None]
 
     def block_rows(self, i: int) -> list[Row]:
-        return self._fetch_group(i, i + 1)[0]
+        """Rows of data block ``i``.
 
-    def _groups(self, lo: int, hi: int) -> Iterator[tuple[int, int]]:
-        idx = self.index()
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
+                and the block.
+        """
+        return self._fetch_group(self.index(), i, i + 1)[0]
+
+    def _groups(self, idx: SstIndex, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         i = lo
         while i < hi:
             start = block_range(idx, self.info, i)[0]
@@ -187,19 +244,20 @@ class SstReader:
             yield i, j
             i = j
 
-    def iter_blocks(self, lo: int, hi: int) -> Iterator[list[Row]]:
+    def iter_blocks(self, lo: int, hi: int, idx: SstIndex | None = None) -> Iterator[list[Row]]:
         """Decoded blocks ``lo..hi-1`` in order, with up to ``prefetch`` fetches in flight."""
         if lo >= hi:
             return
-        groups = self._groups(lo, hi)
+        idx = self.index() if idx is None else idx
+        groups = self._groups(idx, lo, hi)
         if self._executor is None:
             for a, b in groups:
-                yield from self._fetch_group(a, b)
+                yield from self._fetch_group(idx, a, b)
             return
         pending: deque[Future[list[list[Row]]]] = deque()
         try:
             for a, b in groups:
-                pending.append(self._executor.submit(self._fetch_group, a, b))
+                pending.append(self._executor.submit(self._fetch_group, idx, a, b))
                 if len(pending) >= self._prefetch:
                     yield from pending.popleft().result()
             while pending:
@@ -208,31 +266,47 @@ class SstReader:
             for f in pending:
                 f.cancel()
 
+    @staticmethod
+    def _first_block_for(idx: SstIndex, key: bytes) -> int:
+        """First block that may hold ``key`` (a key may continue from the previous block)."""
+        return max(0, bisect_left(idx.first_keys, key) - 1)
+
+    @staticmethod
+    def _end_block_for(idx: SstIndex, end: bytes, *, inclusive: bool) -> int:
+        """One past the last block that may hold keys below (or at) ``end``."""
+        first_keys = idx.first_keys
+        return bisect_right(first_keys, end) if inclusive else bisect_left(first_keys, end)
+
     def first_block_for(self, key: bytes) -> int:
         """First block that may hold ``key`` (a key may continue from the previous block)."""
-        first_keys = self.index().first_keys
-        return max(0, bisect_left(first_keys, key) - 1)
+        return self._first_block_for(self.index(), key)
 
     def end_block_for(self, end: bytes, *, inclusive: bool) -> int:
         """One past the last block that may hold keys below (or at) ``end``."""
-        first_keys = self.index().first_keys
-        return bisect_right(first_keys, end) if inclusive else bisect_left(first_keys, end)
+        return self._end_block_for(self.index(), end, inclusive=inclusive)
 
     def iter_range(
         self, start: bytes | None = None, end: bytes | None = None, *, end_inclusive: bool = False
     ) -> Iterator[Row]:
-        """Rows with ``start <= key < end`` (``<= end`` when inclusive) in storage order."""
+        """Rows with ``start <= key < end`` (``<= end`` when inclusive) in storage order.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
+                (and the block).
+        """
         info = self.info
         if start is not None and info.last_entry is not None and info.last_entry < start:
             return
         if end is not None and info.first_entry is not None:
             if info.first_entry > end or (info.first_entry == end and not end_inclusive):
                 return
-        lo = 0 if start is None else self.first_block_for(start)
-        hi = self.num_blocks if end is None else max(
-            lo + 1, self.end_block_for(end, inclusive=end_inclusive))
-        hi = min(hi, self.num_blocks)
-        for rows in self.iter_blocks(lo, hi):
+        idx = self.index()  # held for the whole scan, whatever the cache evicts meanwhile
+        n = len(idx.offsets)
+        lo = 0 if start is None else self._first_block_for(idx, start)
+        hi = n if end is None else max(
+            lo + 1, self._end_block_for(idx, end, inclusive=end_inclusive))
+        hi = min(hi, n)
+        for rows in self.iter_blocks(lo, hi, idx):
             for row in rows:
                 k = row[0]
                 if start is not None and k < start:
@@ -242,14 +316,19 @@ class SstReader:
                 yield row
 
     def get_versions(self, key: bytes, key_hash: int | None = None) -> list[Row]:
-        """Every version of ``key`` in this SST, newest first."""
+        """Every version of ``key`` in this SST, newest first.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
         if not self.may_contain(key, key_hash):
             return []
+        idx = self.index()
         out: list[Row] = []
-        lo = self.first_block_for(key)
-        hi = min(self.num_blocks, self.end_block_for(key, inclusive=True))
+        lo = self._first_block_for(idx, key)
+        hi = min(len(idx.offsets), self._end_block_for(idx, key, inclusive=True))
         for i in range(lo, max(hi, lo + 1)):
-            rows = self.block_rows(i)
+            rows = self._fetch_group(idx, i, i + 1)[0]
             for row in rows:
                 if row[0] == key:
                     out.append(row)

@@ -6,7 +6,6 @@ same store (spec 2); every other id lives under the database's own root.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from concurrent.futures import Executor
 
@@ -14,7 +13,7 @@ from slatelib.core.manifest import Manifest, SstHandle
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.format.sst import EncodedSst
 from slatelib.ids import Ulid
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, put_if_absent_unique
 from slatelib.paths import DbPaths, normalize_path
 from slatelib.store.sst_reader import DEFAULT_PREFETCH, BlockCache, SstReader
 
@@ -38,7 +37,12 @@ def external_roots(manifest: Manifest) -> dict[Ulid, str]:
 
 
 class TableStore:
-    """Opens :class:`SstReader` objects (cached per object) and writes new SSTs."""
+    """Opens :class:`SstReader` objects and writes new SSTs.
+
+    Readers are cheap and not kept here: what is worth keeping (decoded blocks, indexes,
+    filters) lives in the bounded ``cache`` shared by every reader of this store, so a
+    long-lived reader or writer does not accumulate metadata of every SST it ever read.
+    """
 
     def __init__(
         self,
@@ -54,8 +58,6 @@ class TableStore:
         self.cache = cache
         self.executor = executor
         self.prefetch = prefetch
-        self._readers: dict[str, SstReader] = {}
-        self._lock = threading.Lock()
 
     def sst_path(self, sst_id: Ulid, external: Mapping[Ulid, str] | None = None) -> str:
         root = (external or {}).get(sst_id)
@@ -64,30 +66,27 @@ class TableStore:
         return DbPaths(root).compacted(sst_id)
 
     def reader(self, handle: SstHandle, external: Mapping[Ulid, str] | None = None) -> SstReader:
-        path = self.sst_path(handle.id, external)
-        with self._lock:
-            r = self._readers.get(path)
-            if r is None or r.handle != handle:
-                r = SstReader(
-                    self.store, path, handle, cache=self.cache, executor=self.executor,
-                    prefetch=self.prefetch,
-                )
-                self._readers[path] = r
-            return r
-
-    def forget(self, keep: set[str]) -> None:
-        """Drop cached readers of objects not in ``keep`` (after a manifest refresh)."""
-        with self._lock:
-            for p in list(self._readers):
-                if p not in keep:
-                    del self._readers[p]
+        """A reader of the SST ``handle`` names (under its source database when it is in
+        ``external``)."""
+        source = (external or {}).get(handle.id)
+        hint = "" if source is None else (
+            f" (an SST of the clone's source database {source!r}: clone sources resolve "
+            f"inside the same store, {self.store.url}; is that the store root the clone was "
+            "created in?)"
+        )
+        return SstReader(
+            self.store, self.sst_path(handle.id, external), handle, cache=self.cache,
+            executor=self.executor, prefetch=self.prefetch, missing_hint=hint,
+        )
 
     def write_sst(self, sst_id: Ulid, encoded: EncodedSst) -> str:
-        """Upload a new SST under the own root with create-if-absent (ids are unique ULIDs).
+        """Upload a new SST under the own root with create-if-absent. Its bytes are unique
+        (a fresh ULID), so a lost response is resolved by reading the object back.
 
         Raises:
-            AlreadyExistsError: an object with this id exists (never overwritten).
+            AlreadyExistsError: another object with this id exists (never overwritten).
+            CommitStateUnknownError: the outcome stays unknown (the read-back failed too).
         """
         path = self.paths.compacted(sst_id)
-        self.store.put_if_absent(path, encoded.to_bytes())
+        put_if_absent_unique(self.store, path, encoded.to_bytes())
         return path

@@ -225,6 +225,7 @@ def test_missing_external_sst_of_a_clone_names_the_source_path(fixture_copy: Pat
     with DbReader.open("ckpt_clone", store) as r, pytest.raises(SstMissingError) as info:
         list(r.scan())
     assert info.value.path is not None and info.value.path.startswith("ckpt_src/compacted/")
+    assert "source database 'ckpt_src'" in str(info.value) and store.url in str(info.value)
 
 
 # ------------------------------------------------------------------ hostile paths

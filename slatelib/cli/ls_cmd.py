@@ -1,0 +1,154 @@
+"""``slate ls``: every object of a database, its size, and what keeps it.
+
+References follow 0.17's garbage-collection rules exactly, by reusing GC's planning
+(:mod:`slatelib.core.gc_plan`): the live set is the latest manifest plus the manifests its
+checkpoints pin; a compacted SST is referenced by the live manifests whose views name it
+(clone SSTs live under the source database, ``external_dbs``); a WAL SST is referenced
+while it lies in a replay range (``[replay_after_wal_id, inf)`` of the latest manifest,
+``(replay_after_wal_id, wal_id_last_seen]`` of each checkpoint's manifest); the latest
+compactions file is the compactor's state. Referenced objects that do not exist are
+reported with ``"missing": true``. ``ls`` writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from slatelib.core.gc_plan import LiveSet, build_rules, checkpoint_manifest_ids, referenced_ssts
+from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
+from slatelib.core.gc_text import checkpoint_label
+from slatelib.core.manifest import Manifest
+from slatelib.errors import ObjectMissingError
+from slatelib.ids import Ulid
+from slatelib.objstore import ObjectMeta, ObjectStore
+from slatelib.ops.gc_state import read_compactions_state
+from slatelib.paths import DbPaths
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.table_store import external_roots
+
+if TYPE_CHECKING:
+    from slatelib.cli.app import Context
+
+_HEAD_THREADS = 8
+
+
+def _live_set(ms: ManifestStore, latest: StoredManifest) -> tuple[LiveSet, dict[int, str]]:
+    """The live set, tolerating checkpoints whose manifest is gone (returned as
+    manifest id -> who pins it, so they are listed as missing)."""
+    pinned: dict[int, Manifest] = {}
+    missing: dict[int, str] = {}
+    for mid in checkpoint_manifest_ids(latest.value):
+        if mid == latest.id:
+            continue
+        got = ms.try_read(mid)
+        if got is None:
+            missing[mid] = "; ".join(checkpoint_label(c) for c in latest.value.checkpoints
+                                     if c.manifest_id == mid)
+        else:
+            pinned[mid] = got.value
+    return LiveSet(latest.id, latest.value, pinned), missing
+
+
+def _sst_paths(root: str, live: LiveSet) -> dict[Ulid, str]:
+    """Object path of every SST a live manifest references (clone SSTs under their
+    source database)."""
+    own = DbPaths(root)
+    out: dict[Ulid, str] = {}
+    for m in live.manifests().values():
+        ext = external_roots(m)
+        for sid in m.referenced_sst_ids():
+            root_of = ext.get(sid)
+            out.setdefault(sid, own.compacted(sid) if root_of is None else DbPaths(root_of).compacted(sid))
+    return out
+
+
+def _reasons(rules: GcRules, compactions_id: int | None, refs: dict[Ulid, str],
+             meta: ObjectMeta) -> tuple[str, list[str]]:
+    """The kind of a listed object and what references it."""
+    c = classify(rules.root, meta.path, meta.size)
+    out: list[str] = []
+    if c.kind is ObjectKind.MANIFEST:
+        if c.id == rules.manifests.latest_id:
+            out.append("latest manifest")
+        pin = rules.manifests.pinned.get(c.id or 0)
+        if pin:
+            out.append(f"pinned by {pin}")
+    elif c.kind is ObjectKind.COMPACTIONS:
+        if c.id == compactions_id:
+            out.append("latest compactions file (the compactor's state)")
+    elif c.kind in (ObjectKind.WAL, ObjectKind.WAL_FENCE):
+        if c.kind is ObjectKind.WAL_FENCE:
+            out.append("writer fence (zero bytes)")
+        out += [f"WAL {c.id} {r.detail}" for r in rules.wal_ranges if r.contains(c.id or 0)]
+    elif c.kind is ObjectKind.COMPACTED:
+        ref = refs.get(Ulid(c.id or 0))
+        if ref is not None:
+            out.append(ref)
+    elif c.kind is ObjectKind.BOUNDARY or c.why:
+        out.append(c.why)
+    return c.kind.value, out
+
+
+def _head_all(store: ObjectStore, paths: list[str]) -> dict[str, int | None]:
+    def head(p: str) -> int | None:
+        try:
+            return store.head(p).size
+        except ObjectMissingError:
+            return None
+
+    if not paths:
+        return {}
+    with ThreadPoolExecutor(min(_HEAD_THREADS, len(paths))) as pool:
+        return dict(zip(paths, pool.map(head, paths), strict=True))
+
+
+def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[str, Any]]:
+    """One record per object of the database at ``root`` (sorted by path), then one per
+    referenced object that is not under it (clone SSTs) or that does not exist.
+
+    Raises:
+        ManifestMissingError: no database at ``root``.
+        DataError: the latest manifest or a pinned one does not decode.
+    """
+    ms = ManifestStore(store, root)
+    latest = ms.read_latest()
+    live, lost_manifests = _live_set(ms, latest)
+    state = read_compactions_state(store, root)
+    rules = build_rules(root, live, state, now_ms=now_ms, options=GcOptions())
+    refs = referenced_ssts(live)
+    sst_paths = _sst_paths(root, live)
+    expected = {path: refs[sid] for sid, path in sst_paths.items()}
+    for mid, who in lost_manifests.items():
+        expected[ms.path(mid)] = f"pinned by {who}"
+    seen: set[str] = set()
+    for meta in sorted(store.list(root), key=lambda m: m.path):
+        seen.add(meta.path)
+        kind, reasons = _reasons(rules, state.version_id, refs, meta)
+        yield {"path": meta.path, "kind": kind, "size": meta.size,
+               "last_modified_ms": meta.last_modified_ms,
+               "referenced_by": reasons or ["unreferenced"]}
+    prefix = root + "/" if root else ""
+    outside = sorted(p for p in expected if p not in seen and not p.startswith(prefix))
+    sizes = _head_all(store, outside)
+    for path in sorted(p for p in expected if p not in seen):
+        size = sizes.get(path)
+        row: dict[str, Any] = {"path": path, "kind": "compacted" if "/compacted/" in path
+                               else "manifest", "size": size}
+        if path in sizes:
+            row["external"] = True
+        if size is None:
+            row["missing"] = True
+        row["referenced_by"] = [expected[path]]
+        yield row
+
+
+def cmd_ls(ctx: Context) -> None:
+    from slatelib.clock import SYSTEM_CLOCK
+
+    for row in list_objects(ctx.store, ctx.db_path, SYSTEM_CLOCK.now_ms()):
+        ctx.emit(row)
+
+
+__all__ = ["cmd_ls", "list_objects"]
