@@ -153,7 +153,11 @@ class ReaderSettings:
 
 @dataclass(frozen=True)
 class WriterSettings:
-    """The embedded writer (names as in 0.17 ``Settings``)."""
+    """The embedded writer (names as in 0.17 ``Settings``).
+
+    ``checkpoint_lifetime`` (slatelib only): expiry of the writer checkpoint, refreshed once
+    half of it has passed (docs/rfcs/0005); at least 10 s and 4 x ``manifest_poll_interval``.
+    """
 
     flush_interval: float | None = field(default=0.1, metadata=DURATION)
     l0_sst_size_bytes: int = field(default=64 * 1024 * 1024, metadata=SIZE)
@@ -163,6 +167,7 @@ class WriterSettings:
     wal_max_in_flight: int = 1
     manifest_poll_interval: float = field(default=1.0, metadata=DURATION)
     default_ttl_millis: int | None = None
+    checkpoint_lifetime: float = field(default=3600.0, metadata=DURATION)
 
 
 @dataclass(frozen=True)

@@ -149,9 +149,13 @@ class Db(WriterEngine):
         Raises:
             FencedError / InvalidDbStateError: fenced, stopped or closed.
             MergeOperatorMissingError: merge operands and no operator.
+            UnavailableError: the writer checkpoint that protects the SSTs it reads from GC
+                could not be refreshed in time (see ``writer.checkpoint_lifetime``).
         """
         self._check_usable()
-        return self._state.view().get(check_key(key))
+        k = check_key(key)
+        self._check_readable()
+        return self._state.view().get(k)
 
     def scan(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` for ``start <= key < end`` in key order (streamed).
@@ -159,10 +163,12 @@ class Db(WriterEngine):
         Raises:
             InvalidArgumentError: ``start`` after ``end``.
             FencedError / InvalidDbStateError: fenced, stopped or closed.
+            UnavailableError: as :meth:`get`.
         """
         self._check_usable()
         if start is not None and end is not None and start > end:
             raise InvalidArgumentError(f"scan start {start!r} is after end {end!r}")
+        self._check_readable()
         return self._state.view().scan(start, end)
 
     @property
@@ -203,10 +209,13 @@ class Db(WriterEngine):
         self._check_usable()
 
     def refresh(self) -> None:
-        """Poll the manifest now (normally done every ``manifest_poll_interval``).
+        """Poll the manifest now (normally done every ``manifest_poll_interval``): adopt a
+        compactor's commit, re-establish the writer checkpoint when needed.
 
         Raises:
             FencedError: a newer writer owns the database.
+            UnavailableError / ConflictError / CommitStateUnknownError: this poll failed
+                (the writer keeps running; the next poll retries).
         """
         self._check_usable()
         self._flusher.request_poll().result()

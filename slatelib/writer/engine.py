@@ -18,6 +18,7 @@ from slatelib.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
     SlateError,
+    UnavailableError,
 )
 from slatelib.format.compression import parse_codec
 from slatelib.format.sst import SstWriter, SstWriterOptions
@@ -39,6 +40,7 @@ from slatelib.writer.wal_writer import WalJob, WalPipeline, stopped_error
 log = logging.getLogger(__name__)
 
 _ROW_OVERHEAD = 32
+MIN_CHECKPOINT_LIFETIME_S = 10.0
 
 
 def check_writer_settings(settings: Settings) -> None:
@@ -58,6 +60,14 @@ def check_writer_settings(settings: Settings) -> None:
                                    "max_unflushed_bytes must be positive")
     if w.manifest_poll_interval <= 0:
         raise InvalidArgumentError("writer.manifest_poll_interval must be positive")
+    if (w.checkpoint_lifetime < MIN_CHECKPOINT_LIFETIME_S
+            or w.checkpoint_lifetime < 4 * w.manifest_poll_interval):
+        raise InvalidArgumentError(
+            f"writer.checkpoint_lifetime ({w.checkpoint_lifetime:g}s) must be at least "
+            f"{MIN_CHECKPOINT_LIFETIME_S:g}s and 4 x writer.manifest_poll_interval "
+            f"({w.manifest_poll_interval:g}s): the writer refreshes it after half the lifetime "
+            "and stops reading through it a quarter before it expires"
+        )
     if w.default_ttl_millis is not None and w.default_ttl_millis < 0:
         raise InvalidArgumentError("writer.default_ttl_millis must not be negative")
 
@@ -93,7 +103,8 @@ class WriterEngine:
 
     def _start(self) -> None:
         w = self.settings.writer
-        claim = open_for_write(self._store, self._manifests, self._wal_store, self._clock)
+        claim = open_for_write(self._store, self._manifests, self._wal_store, self._clock,
+                               checkpoint_lifetime_s=w.checkpoint_lifetime)
         self.epoch = claim.epoch
         replayed = replay_into_memtables(
             self._wal_store, self._manifests, claim.manifest.value, claim.last_fence_wal_id,
@@ -113,7 +124,8 @@ class WriterEngine:
         )
         self._flusher = Flusher(
             self, store=self._store, manifests=self._manifests, epoch=claim.epoch,
-            checkpoint_id=claim.checkpoint_id, sst_options=sst_writer_options(self.settings),
+            checkpoint_id=claim.checkpoint_id, checkpoint_lifetime_s=w.checkpoint_lifetime,
+            sst_options=sst_writer_options(self.settings),
             merge_operator=self._merge_operator, l0_max_ssts=w.l0_max_ssts,
             poll_interval_s=w.manifest_poll_interval, clock=self._clock,
         )
@@ -182,6 +194,35 @@ class WriterEngine:
             raise stopped_error(self._failure)
         if self._closed:
             raise InvalidDbStateError(f"the writer of {self.path!r} is closed")
+
+    def _check_readable(self) -> None:
+        """Reads go through the manifest the writer checkpoint pins. Once that checkpoint is
+        close to its expiry (its refreshes kept failing) or gone, GC may delete what those
+        reads need: re-establish it now (one manifest poll), or refuse the read.
+
+        Raises:
+            UnavailableError: the checkpoint could not be re-established.
+            FencedError / InvalidDbStateError: fenced, stopped or closed meanwhile.
+        """
+        if self._clock.now_ms() / 1000 < self._flusher.read_deadline_s:
+            return
+        error: SlateError | None = None
+        try:
+            self._flusher.request_poll().result()
+        except SlateError as exc:
+            error = exc
+        self._check_usable()
+        if self._clock.now_ms() / 1000 < self._flusher.read_deadline_s:
+            return
+        cp = self._flusher.checkpoint
+        what = ("was removed" if cp is None else
+                f"{cp.id} (manifest {cp.manifest_id}) expires at {cp.expire_time_s}")
+        raise UnavailableError(
+            f"reads of {self.path!r} refused: the writer checkpoint that keeps GC away from the "
+            f"SSTs they read {what} and could not be re-established "
+            f"({type(error).__name__ if error else 'no error'}: {error}); writes continue and "
+            "reads resume once the manifest can be updated"
+        )
 
     def _unflushed_bytes(self) -> int:
         s = self._state

@@ -3,8 +3,8 @@
 1. Create manifest 1 when the database does not exist (create-if-absent; a lost race just
    means someone else created it).
 2. Claim ``writer_epoch + 1`` with a manifest CAS that also replaces every earlier writer
-   checkpoint with ours (pinned to the claiming version). Older writers fail their next
-   manifest update.
+   checkpoint with ours (pinned to the claiming version, expiring after
+   ``checkpoint_lifetime``). Older writers fail their next manifest update.
 3. Fence the WAL as 0.17 does: a zero-byte object at the first WAL id after the contiguous
    run above ``replay_after_wal_id`` (found by listing: a gap left by a crash must not be
    jumped over); when an older writer took that id first, refresh the manifest (are we
@@ -86,20 +86,22 @@ def ensure_database(manifests: ManifestStore) -> StoredManifest:
 
 
 def claim_epoch(
-    manifests: ManifestStore, current: StoredManifest, clock: Clock
+    manifests: ManifestStore, current: StoredManifest, clock: Clock, *, checkpoint_lifetime_s: float
 ) -> tuple[StoredManifest, int, uuid.UUID]:
     """Bump ``writer_epoch`` with our writer checkpoint (steps 2).
 
     Raises:
         FencedError: a newer writer claimed right after us.
         InvalidDbStateError / UnsupportedFeatureError: the database cannot be opened.
+        InvalidArgumentError: a checkpoint lifetime the manifest cannot hold.
     """
     checkpoint_id = uuid.uuid4()
     path = manifests.root
 
     def mutate(cur: StoredManifest) -> Manifest | None:
         return plan_writer_claim(
-            cur.value, cur.id + 1, checkpoint_id, now_s=clock.now_ms() / 1000, path=path
+            cur.value, cur.id + 1, checkpoint_id, now_s=clock.now_ms() / 1000,
+            lifetime_s=checkpoint_lifetime_s, path=path,
         )
 
     stored = update_versioned(manifests, mutate, clock=clock, current=current)
@@ -240,7 +242,7 @@ def fill_fence_window(
 
 def open_for_write(
     store: ObjectStore, manifests: ManifestStore, wal: WalStore, clock: Clock,
-    *, window: int = WAL_FENCE_WINDOW,
+    *, checkpoint_lifetime_s: float, window: int = WAL_FENCE_WINDOW,
 ) -> WriterClaim:
     """Steps 1-5 of the module docstring.
 
@@ -248,10 +250,12 @@ def open_for_write(
         FencedError: a newer writer claimed the database while we opened it.
         InvalidDbStateError: uninitialized or destroyed database.
         UnsupportedFeatureError: segments or a separate WAL store.
+        InvalidArgumentError: a checkpoint lifetime the manifest cannot hold.
     """
     current = ensure_database(manifests)
     check_openable(current.value, manifests.root)
-    claimed, epoch, checkpoint_id = claim_epoch(manifests, current, clock)
+    claimed, epoch, checkpoint_id = claim_epoch(manifests, current, clock,
+                                                checkpoint_lifetime_s=checkpoint_lifetime_s)
     fence_id = fence_wal(store, wal, manifests, claimed.value, epoch)
     last = fill_fence_window(store, wal, manifests, fence_id, epoch, window)
     latest = _refresh_epoch(manifests, epoch)

@@ -13,7 +13,12 @@ polls never race each other:
   ``max_unflushed_bytes`` is buffered).
 - **Poll** every ``manifest_poll_interval``: a higher writer epoch fences the writer; a
   changed LSM tree (a compactor commit) is adopted for reads and the writer checkpoint is
-  re-established on the new version (seed 002).
+  re-established on the new version (seed 002), as it is once half of its
+  ``checkpoint_lifetime`` has passed or when someone removed it
+  (:func:`~slatelib.writer.manifest_rules.reestablish_reason`). A poll that fails with a
+  transient error (store unavailable, CAS conflicts) is logged and retried at the next
+  poll; the writer keeps writing, and :attr:`Flusher.read_deadline_s` tells it until when
+  it may still read through the manifest its checkpoint pins.
 """
 
 from __future__ import annotations
@@ -27,19 +32,31 @@ from functools import partial
 from typing import Protocol
 
 from slatelib.clock import Clock
-from slatelib.core.checkpoints import lsm_changed
-from slatelib.core.manifest import Manifest, SstHandle
+from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.merge import MergeOperator
 from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
 from slatelib.core.row import MERGE, Row
-from slatelib.errors import MergeOperatorMissingError, StorageError, UnavailableError
+from slatelib.errors import (
+    CommitStateUnknownError,
+    ConflictError,
+    FencedError,
+    MergeOperatorMissingError,
+    StorageError,
+    UnavailableError,
+)
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.txn import check_writer_epoch, update_versioned
-from slatelib.writer.manifest_rules import L0Flush, plan_checkpoint_move, plan_flush_commit
+from slatelib.writer.manifest_rules import (
+    L0Flush,
+    plan_checkpoint_move,
+    plan_flush_commit,
+    read_deadline_s,
+    reestablish_reason,
+)
 from slatelib.writer.memtables import WalMemTable
 from slatelib.writer.uploads import put_new_object
 
@@ -105,6 +122,7 @@ class Flusher:
         manifests: ManifestStore,
         epoch: int,
         checkpoint_id: uuid.UUID,
+        checkpoint_lifetime_s: float,
         sst_options: SstWriterOptions,
         merge_operator: MergeOperator | None,
         l0_max_ssts: int,
@@ -129,6 +147,11 @@ class Flusher:
         self._next_poll = clock.monotonic_s() + poll_interval_s
         self.blocked_on_l0 = False
         self._checkpoint_ids = {checkpoint_id}
+        self._lifetime = checkpoint_lifetime_s
+        self._checkpoint: Checkpoint | None = None
+        self._read_deadline = 0.0
+        self._set_checkpoint(host.current_manifest().value.checkpoint(checkpoint_id))
+        self.last_poll_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="slatelib-flusher", daemon=True)
         self._thread.start()
 
@@ -156,6 +179,22 @@ class Flusher:
         last confirmed manifest write plus any attempted since (outcome unknown)."""
         return frozenset(self._checkpoint_ids)
 
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The writer checkpoint that pins the manifest the writer reads from (None: it
+        was removed and not yet re-established)."""
+        return self._checkpoint
+
+    @property
+    def read_deadline_s(self) -> float:
+        """Unix seconds until which the writer may read through the manifest its checkpoint
+        pins (see :func:`~slatelib.writer.manifest_rules.read_deadline_s`)."""
+        return self._read_deadline
+
+    def _set_checkpoint(self, cp: Checkpoint | None) -> None:
+        self._checkpoint = cp
+        self._read_deadline = read_deadline_s(cp, self._lifetime)
+
     def _commit(self, checkpoint_id: uuid.UUID,
                 mutate: Callable[[StoredManifest], Manifest | None],
                 current: StoredManifest) -> StoredManifest:
@@ -163,8 +202,11 @@ class Flusher:
         self._checkpoint_ids.add(checkpoint_id)
         stored = update_versioned(self._manifests, mutate, clock=self._clock, current=current)
         # Ids absent from a version we wrote (or confirmed) can never appear later.
-        self._checkpoint_ids = {i for i in self._checkpoint_ids
-                                if stored.value.checkpoint(i) is not None}
+        mine = [c for c in stored.value.checkpoints if c.id in self._checkpoint_ids]
+        self._checkpoint_ids = {c.id for c in mine}
+        # Usually ``checkpoint_id``; another of ours when an earlier attempt of the same
+        # change landed despite an error (mutate then returned None).
+        self._set_checkpoint(max(mine, key=lambda c: c.manifest_id) if mine else None)
         return stored
 
     def stop(self) -> None:
@@ -186,10 +228,13 @@ class Flusher:
                     polls = work
                 now = self._clock.monotonic_s()
                 if polls or now >= self._next_poll:
-                    self._poll()
+                    error = self._try_poll()
                     self._next_poll = self._clock.monotonic_s() + self._interval
-                for f in polls:
-                    f.set_result(None)
+                    for f in polls:
+                        if error is None:
+                            f.set_result(None)
+                        else:
+                            f.set_exception(error)
                 polls = []
                 self._flush_ready()
         except BaseException as exc:  # noqa: BLE001 - reported to the writer and its callers
@@ -215,26 +260,47 @@ class Flusher:
             self._cond.wait(max(0.001, self._next_poll - self._clock.monotonic_s()))
 
     # ----------------------------------------------------------------- polls
+    def _try_poll(self) -> BaseException | None:
+        """:meth:`_poll`; a transient failure is logged and returned (the next poll retries),
+        anything else (fenced, an undecodable manifest, a bug) raises."""
+        try:
+            self._poll()
+        except FencedError:
+            raise
+        except (UnavailableError, ConflictError, CommitStateUnknownError) as exc:
+            self.last_poll_error = exc
+            cp = self._checkpoint
+            log.warning("writer manifest poll failed, retrying at the next poll [path=%s, "
+                        "checkpoint_expires_s=%s, error=%s: %s]", self._manifests.root,
+                        None if cp is None else cp.expire_time_s, type(exc).__name__, exc)
+            return exc
+        self.last_poll_error = None
+        return None
+
     def _poll(self) -> None:
         latest = self._manifests.read_latest()
         check_writer_epoch(latest.value, self._epoch)
         local = self._host.current_manifest()
-        if latest.id <= local.id:
-            return
-        if lsm_changed(local.value, latest.value):
+        cp = self._checkpoint
+        reason = reestablish_reason(local.value, latest.value, None if cp is None else cp.id,
+                                    lifetime_s=self._lifetime, now_s=self._clock.now_ms() / 1000)
+        if reason == "checkpoint missing":
+            self._set_checkpoint(None)  # nothing keeps GC away from what we read any more
+        if reason is not None:
             checkpoint_id = uuid.uuid4()
 
             def mutate(cur: StoredManifest) -> Manifest | None:
                 return plan_checkpoint_move(
                     cur.value, cur.id + 1, epoch=self._epoch, checkpoint_id=checkpoint_id,
-                    now_s=self._clock.now_ms() / 1000,
+                    now_s=self._clock.now_ms() / 1000, lifetime_s=self._lifetime,
                 )
 
             latest = self._commit(checkpoint_id, mutate, latest)
-            log.info("writer adopted manifest [path=%s, id=%d, l0=%d, runs=%d]",
-                     self._manifests.root, latest.id, len(latest.value.l0),
-                     len(latest.value.compacted))
-        self._host.on_manifest(latest)
+            log.info("writer checkpoint re-established [path=%s, reason=%s, manifest_id=%d, "
+                     "l0=%d, runs=%d]", self._manifests.root, reason, latest.id,
+                     len(latest.value.l0), len(latest.value.compacted))
+        if latest.id > local.id:
+            self._host.on_manifest(latest)
 
     # --------------------------------------------------------------- flushes
     def _l0_full(self) -> bool:
@@ -247,7 +313,7 @@ class Flusher:
                 self.blocked_on_l0 = False
                 return
             if self._l0_full():
-                self._poll()
+                self._try_poll()
                 if self._l0_full():
                     if not self.blocked_on_l0:
                         log.warning("l0 full, waiting for compaction [path=%s, l0_max_ssts=%d]",
@@ -300,7 +366,7 @@ class Flusher:
         def mutate(cur: StoredManifest) -> Manifest | None:
             return plan_flush_commit(
                 cur.value, cur.id + 1, flush, epoch=self._epoch, checkpoint_id=checkpoint_id,
-                now_s=self._clock.now_ms() / 1000,
+                now_s=self._clock.now_ms() / 1000, lifetime_s=self._lifetime,
             )
 
         stored = self._commit(checkpoint_id, mutate, self._host.current_manifest())

@@ -11,23 +11,98 @@ The writer owns L0 and the replay bookkeeping (``replay_after_wal_id``,
 ``sequence_tracker``); everything else (sorted runs, compacted-L0 marker, checkpoints of
 others, ``compactor_epoch``) is taken from the latest manifest, which is how a flush is
 rebased on a compactor commit: 0.17's ``merge_remote_manifest``.
+
+The writer checkpoint expires ``checkpoint_lifetime`` after it was last written (seed 002
+says never; docs/rfcs/0005 says why slatelib deviates): every manifest write of the writer
+re-establishes it with a fresh expiry, and a poll re-establishes it once half the lifetime
+has passed (:func:`reestablish_reason`). The writer reads through the manifest it pins only
+until a quarter of the lifetime is left (:func:`read_deadline_s`).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from slatelib.core.checkpoints import (
+    U32_MAX,
     check_writable_state,
+    lsm_changed,
+    refresh_due,
     with_writer_checkpoint,
     writer_checkpoint,
 )
-from slatelib.core.manifest import EMPTY_SEQUENCE_TRACKER, Manifest, SstHandle, SstView
-from slatelib.errors import FencedError, UnsupportedFeatureError
+from slatelib.core.manifest import (
+    EMPTY_SEQUENCE_TRACKER,
+    Checkpoint,
+    Manifest,
+    SstHandle,
+    SstView,
+)
+from slatelib.errors import FencedError, InvalidArgumentError, UnsupportedFeatureError
 from slatelib.format.seq_tracker import Pair, decode_seq_tracker, encode_seq_tracker, track_all
 from slatelib.txn import check_writer_epoch
+
+READ_MARGIN = 0.25
+"""Fraction of the checkpoint lifetime before its expiry at which the writer stops reading
+through the manifest it pins (clock skew against GC, reads in progress)."""
+
+
+def expiring_writer_checkpoint(
+    next_id: int, epoch: int, *, now_s: float, lifetime_s: float, checkpoint_id: uuid.UUID
+) -> Checkpoint:
+    """The writer checkpoint for the manifest written as ``next_id``: ``WriterCheckpoint``
+    metadata and name as seed 002 and slatelib use them, expiring at ``now + lifetime``.
+
+    Raises:
+        InvalidArgumentError: a negative lifetime or an expiry outside the u32 seconds of
+            the manifest format.
+    """
+    if lifetime_s < 0:
+        raise InvalidArgumentError(f"writer checkpoint lifetime must not be negative: {lifetime_s}")
+    expire = math.floor(now_s + lifetime_s)
+    if expire > U32_MAX:
+        raise InvalidArgumentError(
+            f"writer checkpoint expiry {expire} (now + {lifetime_s}s) is beyond the u32 "
+            "seconds a manifest can hold; lower writer.checkpoint_lifetime"
+        )
+    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    return replace(cp, expire_time_s=expire)
+
+
+def read_deadline_s(cp: Checkpoint | None, lifetime_s: float) -> float:
+    """Until when (Unix seconds) the writer may read through the manifest ``cp`` pins:
+    :data:`READ_MARGIN` of the lifetime before the expiry. 0 without a checkpoint (it was
+    removed: nothing keeps GC away). Pure."""
+    if cp is None:
+        return 0.0
+    if cp.expire_time_s is None:
+        return math.inf
+    return cp.expire_time_s - lifetime_s * READ_MARGIN
+
+
+def reestablish_reason(
+    local: Manifest, latest: Manifest, checkpoint_id: uuid.UUID | None, *,
+    lifetime_s: float, now_s: float,
+) -> str | None:
+    """Why a poll that read ``latest`` must re-establish the writer checkpoint (None: it need
+    not). ``local`` is the version the writer reads from, ``checkpoint_id`` its current
+    checkpoint. Pure.
+
+    - ``"lsm changed"``: a compactor changed L0 or the sorted runs (seed 002);
+    - ``"checkpoint missing"``: someone removed it (GC after it expired, an operator);
+    - ``"refresh due"``: half of its lifetime has passed.
+    """
+    if lsm_changed(local, latest):
+        return "lsm changed"
+    mine = None if checkpoint_id is None else latest.checkpoint(checkpoint_id)
+    if mine is None:
+        return "checkpoint missing"
+    if refresh_due(mine, lifetime_s, now_s):
+        return "refresh due"
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,14 +139,17 @@ def check_openable(m: Manifest, path: str) -> None:
 
 
 def plan_writer_claim(
-    m: Manifest, next_id: int, checkpoint_id: uuid.UUID, *, now_s: float, path: str = ""
+    m: Manifest, next_id: int, checkpoint_id: uuid.UUID, *, now_s: float, lifetime_s: float,
+    path: str = "",
 ) -> Manifest | None:
     """Claim the next writer epoch and replace every writer checkpoint with ours (seed 002
-    "Establishing Initial Checkpoint"). None when our claim already landed.
+    "Establishing Initial Checkpoint", expiring after ``lifetime_s``). None when our claim
+    already landed.
 
     Raises:
         FencedError: our claim landed but a newer writer claimed after it.
         InvalidDbStateError / UnsupportedFeatureError: see :func:`check_openable`.
+        InvalidArgumentError: see :func:`expiring_writer_checkpoint`.
     """
     mine = m.checkpoint(checkpoint_id)
     if mine is not None:
@@ -83,7 +161,8 @@ def plan_writer_claim(
         return None
     check_openable(m, path)
     epoch = m.writer_epoch + 1
-    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    cp = expiring_writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
+                                    checkpoint_id=checkpoint_id)
     return replace(with_writer_checkpoint(m, cp), writer_epoch=epoch)
 
 
@@ -114,10 +193,11 @@ def plan_flush_commit(
     epoch: int,
     checkpoint_id: uuid.UUID,
     now_s: float,
+    lifetime_s: float,
 ) -> Manifest | None:
     """Add one flushed memtable to the latest manifest (rebased on whatever a compactor
-    committed), and move the writer checkpoint to ``next_id``. None when this flush
-    already landed (``last_l0_seq`` reached).
+    committed), and move the writer checkpoint to ``next_id`` with a fresh expiry. None
+    when this flush already landed (``last_l0_seq`` reached).
 
     Raises:
         FencedError: a newer writer epoch is in the manifest.
@@ -142,15 +222,18 @@ def plan_flush_commit(
         sequence_tracker=_tracker(m, flush.tracker),
     )
     out = prune_external_sst_ids(out)
-    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
+    cp = expiring_writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
+                                    checkpoint_id=checkpoint_id)
     return with_writer_checkpoint(out, cp)
 
 
 def plan_checkpoint_move(
-    m: Manifest, next_id: int, *, epoch: int, checkpoint_id: uuid.UUID, now_s: float
+    m: Manifest, next_id: int, *, epoch: int, checkpoint_id: uuid.UUID, now_s: float,
+    lifetime_s: float,
 ) -> Manifest | None:
-    """Re-establish the writer checkpoint on the next version after the LSM tree changed
-    under the writer (a compactor commit). None when ``checkpoint_id`` is already there.
+    """Re-establish the writer checkpoint on the next version, expiring ``lifetime_s``
+    from now (see :func:`reestablish_reason` for when). None when ``checkpoint_id`` is
+    already there.
 
     Raises:
         FencedError: a newer writer epoch is in the manifest.
@@ -159,6 +242,5 @@ def plan_checkpoint_move(
     if m.checkpoint(checkpoint_id) is not None:
         return None
     out = prune_external_sst_ids(m)
-    return with_writer_checkpoint(
-        out, writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
-    )
+    return with_writer_checkpoint(out, expiring_writer_checkpoint(
+        next_id, epoch, now_s=now_s, lifetime_s=lifetime_s, checkpoint_id=checkpoint_id))

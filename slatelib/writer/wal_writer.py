@@ -1,13 +1,20 @@
 """Group commit: writes from many threads share WAL SSTs, acknowledged strictly in order.
 
 Callers append their rows to an open buffer and wait. A committer thread cuts the buffer
-into a WAL SST (the next WAL id) and hands it to a pool that writes up to
+into WAL SSTs (the next WAL ids) and hands them to a pool that writes up to
 ``max_in_flight`` WAL SSTs at once. A buffer is cut (see :func:`should_cut`) when
 
 - no WAL write is in flight (an idle pipeline never delays a write), or
 - it holds ``batch_max_bytes`` (the byte threshold), or
 - its oldest write has waited ``flush_interval``, or
 - a flush was requested (``wait_durable``, close).
+
+``batch_max_bytes`` also caps the size of a WAL SST: a buffer that piled up while WAL SSTs
+were in flight (many writers, each with a large batch) is split at write boundaries into
+several WAL SSTs of at most ``batch_max_bytes`` each (:func:`writes_that_fit`; a single
+write larger than the cap gets a WAL SST of its own). Once a buffer is cut, all of it is
+due: its WAL SSTs go out as fast as ``max_in_flight`` allows. Sizes are the estimates the
+writer passes to :meth:`WalPipeline.append` (keys, values and a per-row overhead).
 
 A WAL SST is acknowledged (its rows go to the memtable, then its callers return) only when
 it and every WAL SST before it are durable: after a gap, readers and the next writer stop
@@ -22,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,6 +38,18 @@ from slatelib.core.row import Row
 from slatelib.errors import CommitStateUnknownError, FencedError, InvalidDbStateError, SlateError
 
 log = logging.getLogger(__name__)
+
+
+def writes_that_fit(sizes: Sequence[int], cap: int) -> int:
+    """How many of the pending writes (``sizes`` in arrival order) the next WAL SST takes:
+    the longest prefix of at most ``cap`` bytes, and at least one (a write larger than the
+    cap goes into a WAL SST of its own). Pure."""
+    total = 0
+    for i, n in enumerate(sizes):
+        total += n
+        if total > cap:
+            return max(1, i)
+    return len(sizes)
 
 
 def should_cut(
@@ -56,13 +75,15 @@ def should_cut(
 
 @dataclass(eq=False)
 class WalJob:
-    """One WAL SST: its id, rows in seq order, and the callers waiting for it."""
+    """One WAL SST: its id, rows in seq order, and the callers waiting for it.
+    ``last_write`` counts the writes appended up to and including this job's last one."""
 
     wal_id: int
     rows: list[Row]
     batches: list[tuple[int, int]]
     waiters: list[Future[None]]
     nbytes: int
+    last_write: int = 0
     finished: bool = False
     error: BaseException | None = field(default=None)
 
@@ -116,17 +137,25 @@ class WalPipeline:
         self._on_fatal = on_fatal
         self._cond = threading.Condition()
         self._ack_lock = threading.Lock()
-        self._rows: list[Row] = []
+        # The open buffer, one entry per write (arrival order).
+        self._rows: list[list[Row]] = []
+        self._sizes: list[int] = []
         self._batches: list[tuple[int, int]] = []
         self._waiters: list[Future[None]] = []
         self._bytes = 0
+        # Write counters: appended, handed to WAL jobs, due for cutting, acknowledged.
+        # Invariant: acked <= cut <= due <= appended; writes after ``due`` are not due yet
+        # and the oldest of them arrived at ``since``.
+        self._appended = 0
+        self._cut = 0
+        self._due = 0
+        self._acked_writes = 0
         self._since = 0.0
         self._jobs: deque[WalJob] = deque()
         self._in_flight = 0
         self._in_flight_bytes = 0
         self._next_wal_id = first_wal_id
         self._last_acked = first_wal_id - 1
-        self._force_through = first_wal_id - 1
         self._failure: BaseException | None = None
         self._closed = False
         self._pool = ThreadPoolExecutor(self._max_in_flight, thread_name_prefix="slatelib-wal")
@@ -159,12 +188,14 @@ class WalPipeline:
                 raise stopped_error(self._failure)
             if self._closed:
                 raise InvalidDbStateError("the writer is closed")
-            if not self._rows:
+            if self._appended == self._due:  # the oldest write that is not due yet
                 self._since = self._clock.monotonic_s()
-            self._rows.extend(rows)
+            self._rows.append(rows)
+            self._sizes.append(nbytes)
             self._batches.append(batch)
             self._waiters.append(fut)
             self._bytes += nbytes
+            self._appended += 1
             self._cond.notify_all()
         return fut
 
@@ -175,19 +206,19 @@ class WalPipeline:
             FencedError / InvalidDbStateError: the pipeline stopped.
         """
         with self._cond:
-            target = self._next_wal_id if self._rows else self._next_wal_id - 1
-            self._force_through = max(self._force_through, target)
+            target = self._appended
+            self._due = max(self._due, target)
             self._cond.notify_all()
-            while self._last_acked < target and self._failure is None:
+            while self._acked_writes < target and self._failure is None:
                 self._cond.wait()
-            if self._last_acked < target and self._failure is not None:
+            if self._acked_writes < target and self._failure is not None:
                 raise stopped_error(self._failure)
 
     def close(self) -> None:
         """Stop after writing what is buffered (``wait_durable`` first for a clean close)."""
         with self._cond:
             self._closed = True
-            self._force_through = self._next_wal_id
+            self._due = self._appended
             self._cond.notify_all()
         self._thread.join()
         self._pool.shutdown(wait=True)
@@ -226,7 +257,8 @@ class WalPipeline:
             if self._failure is not None:
                 self._fail_buffer_locked()
                 return None
-            age = self._clock.monotonic_s() - self._since if self._rows else 0.0
+            waiting = self._appended > self._due  # writes not due yet
+            age = self._clock.monotonic_s() - self._since if waiting else 0.0
             if should_cut(
                 buffered_bytes=self._bytes if self._rows else 0,
                 buffered_age_s=age,
@@ -234,23 +266,39 @@ class WalPipeline:
                 max_in_flight=self._max_in_flight,
                 batch_max_bytes=self._batch_max,
                 flush_interval_s=self._interval,
-                flush_requested=self._force_through >= self._next_wal_id,
+                flush_requested=self._due > self._cut,
             ):
+                self._due = self._appended  # the whole buffer goes out, capped SST by SST
                 return self._cut_locked()
             if self._closed and not self._rows:
                 return None
             timeout = None
-            if self._rows and self._interval is not None:
+            if waiting and self._interval is not None:
                 timeout = max(0.001, self._interval - age)
             self._cond.wait(timeout)
 
     def _cut_locked(self) -> WalJob:
-        job = WalJob(
-            wal_id=self._next_wal_id, rows=self._rows, batches=self._batches,
-            waiters=self._waiters, nbytes=self._bytes,
-        )
+        """The next WAL job: the writes at the head of the buffer that fit the cap."""
+        n = writes_that_fit(self._sizes, self._batch_max)
+        if n == len(self._sizes):  # the whole buffer (the usual case): no copies
+            parts, batches, waiters, nbytes = self._rows, self._batches, self._waiters, self._bytes
+            self._rows, self._sizes, self._batches, self._waiters = [], [], [], []
+        else:
+            parts, batches, waiters = self._rows[:n], self._batches[:n], self._waiters[:n]
+            nbytes = sum(self._sizes[:n])
+            for buf in (self._rows, self._sizes, self._batches, self._waiters):
+                del buf[:n]
+        if n == 1:
+            rows = parts[0]
+        else:
+            rows = []
+            for part in parts:
+                rows.extend(part)
+        self._bytes -= nbytes
+        self._cut += n
+        job = WalJob(wal_id=self._next_wal_id, rows=rows, batches=batches, waiters=waiters,
+                     nbytes=nbytes, last_write=self._cut)
         self._next_wal_id += 1
-        self._rows, self._batches, self._waiters, self._bytes = [], [], [], 0
         self._jobs.append(job)
         self._in_flight += 1
         self._in_flight_bytes += job.nbytes
@@ -262,7 +310,7 @@ class WalPipeline:
             for w in self._waiters:
                 if not w.done():
                     w.set_exception(err)
-        self._rows, self._batches, self._waiters, self._bytes = [], [], [], 0
+        self._rows, self._sizes, self._batches, self._waiters, self._bytes = [], [], [], [], 0
 
     # ------------------------------------------------------------------ writes
     def _write_job(self, job: WalJob) -> None:
@@ -318,6 +366,7 @@ class WalPipeline:
             return
         with self._cond:
             self._last_acked = job.wal_id
+            self._acked_writes = job.last_write
             self._cond.notify_all()
         for w in job.waiters:
             w.set_result(None)

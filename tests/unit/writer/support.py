@@ -23,8 +23,10 @@ def memory_store() -> ObjectStore:
 
 
 def writer_settings(**writer: object) -> Settings:
-    """Settings for tests: no flush timer, no manifest polling unless asked, small SSTs."""
-    w: dict[str, object] = {"flush_interval": None, "manifest_poll_interval": 3600.0}
+    """Settings for tests: no flush timer, no manifest polling unless asked (so the writer
+    checkpoint lives 4 hours), small SSTs."""
+    w: dict[str, object] = {"flush_interval": None, "manifest_poll_interval": 3600.0,
+                            "checkpoint_lifetime": 4 * 3600.0}
     w.update(writer)
     return replace(
         Settings(),

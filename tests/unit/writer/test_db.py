@@ -175,9 +175,9 @@ def test_ttl_is_not_applied_at_read_time_but_expired_rows_flush_as_tombstones(
     assert kinds == {b"forever": VALUE, b"later": VALUE, b"short": TOMBSTONE}
 
 
-def test_the_writer_checkpoint_follows_the_writer(db: Db, store: ObjectStore) -> None:
+def test_the_writer_checkpoint_follows_the_writer(db: Db, store: ObjectStore, clock: FakeClock) -> None:
     [cp] = writer_checkpoints(store)
-    assert cp.writer_epoch == db.epoch and cp.expire_time_s is None
+    assert cp.writer_epoch == db.epoch and cp.expire_time_s == clock.now_ms() // 1000 + 4 * 3600
     db.put(b"a", b"1")
     db.flush()
     [moved] = writer_checkpoints(store)
@@ -319,7 +319,9 @@ def test_calls_after_close_fail_and_close_is_idempotent(db: Db) -> None:
 
 
 @pytest.mark.parametrize("bad", [{"wal_max_in_flight": 0}, {"wal_max_in_flight": 99},
-                                 {"l0_max_ssts": 0}, {"default_ttl_millis": -1}])
+                                 {"l0_max_ssts": 0}, {"default_ttl_millis": -1},
+                                 {"checkpoint_lifetime": 5.0, "manifest_poll_interval": 1.0},
+                                 {"checkpoint_lifetime": 3600.0}])  # < 4 x the 3600 s poll
 def test_bad_writer_settings_are_refused(store: ObjectStore, bad: dict[str, object]) -> None:
     with pytest.raises(InvalidArgumentError):
         Db.open(PATH, store, writer_settings(**bad))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from slatelib.core.row import VALUE
@@ -9,11 +11,12 @@ from slatelib.errors import CorruptObjectError, FencedError
 from slatelib.format.sst import SstWriterOptions, encode_sst
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths
-from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
 from slatelib.testing.clock import FakeClock
 from slatelib.writer.fencing import (
     WAL_FENCE_WINDOW,
+    WriterClaim,
     claim_epoch,
     ensure_database,
     fence_wal,
@@ -22,10 +25,19 @@ from slatelib.writer.fencing import (
 )
 
 PATH = "db"
+LIFETIME = 3600.0
 
 
 def wal_sst(seq: int) -> bytes:
     return encode_sst([(b"k%d" % seq, seq, VALUE, b"v", None, 1)], SstWriterOptions.wal()).to_bytes()
+
+
+def claim_as_writer(manifests: ManifestStore, current: StoredManifest, clock: FakeClock) -> tuple[StoredManifest, int, uuid.UUID]:
+    return claim_epoch(manifests, current, clock, checkpoint_lifetime_s=LIFETIME)
+
+
+def open_db(store: ObjectStore, manifests: ManifestStore, wal: WalStore, clock: FakeClock) -> WriterClaim:
+    return open_for_write(store, manifests, wal, clock, checkpoint_lifetime_s=LIFETIME)
 
 
 def stores(store: ObjectStore) -> tuple[ManifestStore, WalStore]:
@@ -34,8 +46,10 @@ def stores(store: ObjectStore) -> tuple[ManifestStore, WalStore]:
 
 def test_opening_a_new_database_creates_it_and_claims_epoch_one(store: ObjectStore, clock: FakeClock) -> None:
     manifests, wal = stores(store)
-    claim = open_for_write(store, manifests, wal, clock)
+    claim = open_db(store, manifests, wal, clock)
     assert claim.epoch == 1 and claim.fence_wal_id == 1
+    mine = claim.manifest.value.checkpoint(claim.checkpoint_id)
+    assert mine is not None and mine.expire_time_s == clock.now_ms() // 1000 + LIFETIME
     assert claim.last_fence_wal_id == WAL_FENCE_WINDOW
     assert manifests.list_ids() == [1, 2]
     assert all(store.get(wal.path(i)) == b"" for i in range(1, WAL_FENCE_WINDOW + 1))
@@ -45,8 +59,8 @@ def test_opening_a_new_database_creates_it_and_claims_epoch_one(store: ObjectSto
 
 def test_each_open_fences_the_previous_writer(store: ObjectStore, clock: FakeClock) -> None:
     manifests, wal = stores(store)
-    first = open_for_write(store, manifests, wal, clock)
-    second = open_for_write(store, manifests, wal, clock)
+    first = open_db(store, manifests, wal, clock)
+    second = open_db(store, manifests, wal, clock)
     assert (first.epoch, second.epoch) == (1, 2)
     assert second.fence_wal_id == first.last_fence_wal_id + 1
     writer_cps = [c for c in manifests.read_latest().value.checkpoints if c.writer_epoch]
@@ -55,7 +69,7 @@ def test_each_open_fences_the_previous_writer(store: ObjectStore, clock: FakeClo
 
 def test_the_fence_skips_an_id_an_older_writer_just_took(store: ObjectStore, clock: FakeClock) -> None:
     manifests, wal = stores(store)
-    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
+    claimed, epoch, _ = claim_as_writer(manifests, ensure_database(manifests), clock)
     store.put_if_absent(wal.path(1), wal_sst(1))  # the old writer landed its WAL first
     assert fence_wal(store, wal, manifests, claimed.value, epoch) == 2
 
@@ -64,8 +78,8 @@ def test_a_newer_epoch_stops_the_fence_loop(
     store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifests, wal = stores(store)
-    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
-    claim_epoch(manifests, manifests.read_latest(), clock)  # a newer writer
+    claimed, epoch, _ = claim_as_writer(manifests, ensure_database(manifests), clock)
+    claim_as_writer(manifests, manifests.read_latest(), clock)  # a newer writer
     store.put_if_absent(wal.path(1), b"")  # ... and fenced the WAL after we listed it
     import slatelib.writer.fencing as fencing
 
@@ -83,12 +97,12 @@ def test_a_claim_after_ours_fences_the_open_at_its_final_refresh(
     real = fencing.fill_fence_window
 
     def racing(*args: object, **kw: object) -> int:
-        claim_epoch(manifests, manifests.read_latest(), clock)  # another writer opens now
+        claim_as_writer(manifests, manifests.read_latest(), clock)  # another writer opens now
         return real(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(fencing, "fill_fence_window", racing)
     with pytest.raises(FencedError):
-        open_for_write(store, manifests, wal, clock)
+        open_db(store, manifests, wal, clock)
 
 
 def test_a_newer_writers_fence_inside_our_window_stops_the_window_at_once(
@@ -98,9 +112,9 @@ def test_a_newer_writers_fence_inside_our_window_stops_the_window_at_once(
     fence at 3 meanwhile and writes its WAL from 4 on. We must stop at its fence instead of
     fencing 4.. too, which would kill the newer writer as well (then neither survives)."""
     manifests, wal = stores(store)
-    claimed, epoch, _ = claim_epoch(manifests, ensure_database(manifests), clock)
+    claimed, epoch, _ = claim_as_writer(manifests, ensure_database(manifests), clock)
     assert fence_wal(store, wal, manifests, claimed.value, epoch) == 1
-    claim_epoch(manifests, manifests.read_latest(), clock)  # the newer writer claims ...
+    claim_as_writer(manifests, manifests.read_latest(), clock)  # the newer writer claims ...
     store.put_if_absent(wal.path(3), b"")  # ... and fences
     with pytest.raises(FencedError):
         fill_fence_window(store, wal, manifests, 1, epoch)
@@ -116,7 +130,7 @@ def test_unacknowledged_wal_ssts_after_a_gap_are_replaced_by_fences(store: Objec
     store.put_if_absent(wal.path(1), wal_sst(1))
     store.put_if_absent(wal.path(3), wal_sst(3))
     store.put_if_absent(wal.path(12), wal_sst(9))  # past the window: still neutralized
-    claim = open_for_write(store, manifests, wal, clock)
+    claim = open_db(store, manifests, wal, clock)
     assert claim.fence_wal_id == 2 and claim.last_fence_wal_id == 12
     assert store.get(wal.path(1)) != b""
     assert [i for i in range(2, 13) if store.get(wal.path(i)) != b""] == []
@@ -127,4 +141,4 @@ def test_wal_objects_far_beyond_the_head_refuse_the_open(store: ObjectStore, clo
     ensure_database(manifests)
     store.put_if_absent(DbPaths(PATH).wal(10_000), wal_sst(1))
     with pytest.raises(CorruptObjectError, match="refusing to open"):
-        open_for_write(store, manifests, wal, clock)
+        open_db(store, manifests, wal, clock)

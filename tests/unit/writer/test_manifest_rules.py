@@ -18,19 +18,28 @@ from slatelib.core.manifest import (
     SstHandle,
     SstView,
 )
-from slatelib.errors import FencedError, InvalidDbStateError, UnsupportedFeatureError
+from slatelib.errors import (
+    FencedError,
+    InvalidArgumentError,
+    InvalidDbStateError,
+    UnsupportedFeatureError,
+)
 from slatelib.format.seq_tracker import decode_seq_tracker
 from slatelib.ids import Ulid
 from slatelib.writer.manifest_rules import (
     L0Flush,
     check_openable,
+    expiring_writer_checkpoint,
     plan_checkpoint_move,
     plan_flush_commit,
     plan_writer_claim,
     prune_external_sst_ids,
+    read_deadline_s,
+    reestablish_reason,
 )
 
 NOW = 1_750_000_000.0
+LIFE = 3600.0
 
 
 def handle(n: int) -> SstHandle:
@@ -55,21 +64,21 @@ def test_claim_bumps_the_epoch_and_replaces_every_writer_checkpoint() -> None:
     user = Checkpoint(uuid.uuid4(), 2, None, 1, name="keep")
     m = replace(Manifest(), writer_epoch=4, checkpoints=(old_writer, renamed, user))
     cid = uuid.uuid4()
-    out = plan_writer_claim(m, 9, cid, now_s=NOW)
+    out = plan_writer_claim(m, 9, cid, now_s=NOW, lifetime_s=LIFE)
     assert out is not None and out.writer_epoch == 5
     assert [c.id for c in out.checkpoints] == [user.id, cid]
     mine = out.checkpoint(cid)
     assert mine is not None and mine.manifest_id == 9 and mine.writer_epoch == 5
-    assert mine.expire_time_s is None and is_writer_checkpoint(mine)
+    assert mine.expire_time_s == NOW + LIFE and is_writer_checkpoint(mine)
 
 
 def test_claim_is_idempotent_and_detects_a_later_claim() -> None:
     cid = uuid.uuid4()
-    out = plan_writer_claim(Manifest(), 2, cid, now_s=NOW)
+    out = plan_writer_claim(Manifest(), 2, cid, now_s=NOW, lifetime_s=LIFE)
     assert out is not None
-    assert plan_writer_claim(out, 3, cid, now_s=NOW) is None
+    assert plan_writer_claim(out, 3, cid, now_s=NOW, lifetime_s=LIFE) is None
     with pytest.raises(FencedError):
-        plan_writer_claim(replace(out, writer_epoch=2), 3, cid, now_s=NOW)
+        plan_writer_claim(replace(out, writer_epoch=2), 3, cid, now_s=NOW, lifetime_s=LIFE)
 
 
 @pytest.mark.parametrize("m, error", [
@@ -89,14 +98,15 @@ def test_flush_commit_prepends_l0_and_sets_the_bookkeeping_of_spec_5_5_4() -> No
                 wal_id_last_seen=5)
     cid = uuid.uuid4()
     out = plan_flush_commit(m, 8, flush_of(2, 20, 7, tracker=((11, 1000),)), epoch=3,
-                            checkpoint_id=cid, now_s=NOW)
+                            checkpoint_id=cid, now_s=NOW, lifetime_s=LIFE)
     assert out is not None
     assert [v.sst_id for v in out.l0] == [2, 1]
     assert [h.id for h in out.ssts] == [1, 2]
     assert (out.last_l0_seq, out.replay_after_wal_id, out.wal_id_last_seen) == (20, 7, 8)
     assert out.recent_snapshot_min_seq == 20 and out.last_l0_clock_tick == 1234
     assert decode_seq_tracker(out.sequence_tracker or b"") == [(11, 1000)]
-    assert out.checkpoint(cid) is not None and out.checkpoint(cid).manifest_id == 8  # type: ignore[union-attr]
+    mine = out.checkpoint(cid)
+    assert mine is not None and (mine.manifest_id, mine.expire_time_s) == (8, NOW + LIFE)
 
 
 def test_flush_commit_rebases_on_a_compactor_commit() -> None:
@@ -109,7 +119,7 @@ def test_flush_commit_rebases_on_a_compactor_commit() -> None:
     )
     assert local.l0 != compacted.l0
     out = plan_flush_commit(compacted, 5, flush_of(3, 15, 3), epoch=2, checkpoint_id=uuid.uuid4(),
-                            now_s=NOW)
+                            now_s=NOW, lifetime_s=LIFE)
     assert out is not None
     assert [v.sst_id for v in out.l0] == [3]
     assert out.compacted == (run,) and out.compactor_epoch == 7
@@ -119,19 +129,21 @@ def test_flush_commit_rebases_on_a_compactor_commit() -> None:
 
 def test_flush_commit_is_idempotent_and_fenced_by_a_newer_epoch() -> None:
     m = replace(Manifest(), writer_epoch=2)
-    out = plan_flush_commit(m, 2, flush_of(1, 5, 1), epoch=2, checkpoint_id=uuid.uuid4(), now_s=NOW)
+    out = plan_flush_commit(m, 2, flush_of(1, 5, 1), epoch=2, checkpoint_id=uuid.uuid4(),
+                            now_s=NOW, lifetime_s=LIFE)
     assert out is not None
     assert plan_flush_commit(out, 3, flush_of(1, 5, 1), epoch=2, checkpoint_id=uuid.uuid4(),
-                             now_s=NOW) is None
+                             now_s=NOW, lifetime_s=LIFE) is None
     with pytest.raises(FencedError):
         plan_flush_commit(replace(m, writer_epoch=3), 2, flush_of(1, 5, 1), epoch=2,
-                          checkpoint_id=uuid.uuid4(), now_s=NOW)
+                          checkpoint_id=uuid.uuid4(), now_s=NOW, lifetime_s=LIFE)
 
 
 def test_a_flush_whose_rows_all_expired_still_advances_the_replay_point() -> None:
     m = replace(Manifest(), writer_epoch=1, last_l0_seq=1)
     f = L0Flush(None, last_seq=4, replay_after_wal_id=6, wal_id_last_seen=6, last_tick=9)
-    out = plan_flush_commit(m, 2, f, epoch=1, checkpoint_id=uuid.uuid4(), now_s=NOW)
+    out = plan_flush_commit(m, 2, f, epoch=1, checkpoint_id=uuid.uuid4(), now_s=NOW,
+                            lifetime_s=LIFE)
     assert out is not None and out.l0 == () and (out.last_l0_seq, out.replay_after_wal_id) == (4, 6)
 
 
@@ -144,8 +156,52 @@ def test_external_sst_ids_no_view_references_are_pruned() -> None:
 def test_checkpoint_move() -> None:
     cid = uuid.uuid4()
     m = replace(Manifest(), writer_epoch=3)
-    moved = plan_checkpoint_move(m, 4, epoch=3, checkpoint_id=cid, now_s=NOW)
-    assert moved is not None and moved.checkpoint(cid).manifest_id == 4  # type: ignore[union-attr]
-    assert plan_checkpoint_move(moved, 5, epoch=3, checkpoint_id=cid, now_s=NOW) is None
+    moved = plan_checkpoint_move(m, 4, epoch=3, checkpoint_id=cid, now_s=NOW, lifetime_s=LIFE)
+    mine = None if moved is None else moved.checkpoint(cid)
+    assert mine is not None and (mine.manifest_id, mine.expire_time_s) == (4, NOW + LIFE)
+    assert plan_checkpoint_move(moved, 5, epoch=3, checkpoint_id=cid, now_s=NOW,  # type: ignore[arg-type]
+                                lifetime_s=LIFE) is None
     with pytest.raises(FencedError):
-        plan_checkpoint_move(m, 4, epoch=2, checkpoint_id=cid, now_s=NOW)
+        plan_checkpoint_move(m, 4, epoch=2, checkpoint_id=cid, now_s=NOW, lifetime_s=LIFE)
+
+
+def test_a_writer_checkpoint_expiry_must_fit_the_manifest() -> None:
+    with pytest.raises(InvalidArgumentError, match="checkpoint_lifetime"):
+        expiring_writer_checkpoint(2, 1, now_s=NOW, lifetime_s=200 * 365 * 86400.0,
+                                   checkpoint_id=uuid.uuid4())
+    with pytest.raises(InvalidArgumentError, match="negative"):
+        expiring_writer_checkpoint(2, 1, now_s=NOW, lifetime_s=-1, checkpoint_id=uuid.uuid4())
+
+
+def test_the_writer_stops_reading_a_quarter_lifetime_before_its_checkpoint_expires() -> None:
+    cp = Checkpoint(uuid.uuid4(), 3, int(NOW + LIFE), int(NOW), writer_epoch=1)
+    assert read_deadline_s(cp, LIFE) == NOW + 0.75 * LIFE
+    assert read_deadline_s(None, LIFE) == 0.0
+    assert read_deadline_s(replace(cp, expire_time_s=None), LIFE) == float("inf")
+
+
+def _writer_state(now_s: float) -> tuple[Manifest, Checkpoint]:
+    cp = Checkpoint(uuid.uuid4(), 3, int(now_s + LIFE), int(now_s), writer_epoch=1)
+    return replace(with_l0(Manifest(), 1), writer_epoch=1, checkpoints=(cp,)), cp
+
+
+@pytest.mark.parametrize("elapsed_s, reason", [
+    (0, None),
+    (LIFE / 2 - 1, None),
+    (LIFE / 2 + 1, "refresh due"),
+    (LIFE * 2, "refresh due"),
+])
+def test_a_poll_refreshes_the_writer_checkpoint_after_half_its_lifetime(
+    elapsed_s: float, reason: str | None
+) -> None:
+    m, cp = _writer_state(NOW)
+    assert reestablish_reason(m, m, cp.id, lifetime_s=LIFE, now_s=NOW + elapsed_s) == reason
+
+
+def test_a_poll_reestablishes_a_removed_checkpoint_or_after_a_compaction() -> None:
+    m, cp = _writer_state(NOW)
+    gone = replace(m, checkpoints=())
+    assert reestablish_reason(m, gone, cp.id, lifetime_s=LIFE, now_s=NOW) == "checkpoint missing"
+    assert reestablish_reason(m, m, None, lifetime_s=LIFE, now_s=NOW) == "checkpoint missing"
+    compacted = replace(m.with_trees(l0=[], new_ssts=[]), checkpoints=m.checkpoints)
+    assert reestablish_reason(m, compacted, cp.id, lifetime_s=LIFE, now_s=NOW) == "lsm changed"

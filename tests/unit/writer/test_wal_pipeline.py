@@ -21,7 +21,7 @@ from slatelib.errors import (
     UnavailableError,
 )
 from slatelib.testing.clock import FakeClock
-from slatelib.writer.wal_writer import WalJob, WalPipeline, should_cut
+from slatelib.writer.wal_writer import WalJob, WalPipeline, should_cut, writes_that_fit
 
 WAIT_S = 10
 
@@ -79,8 +79,12 @@ def pipeline(gate: Gate, acks: list[int]) -> Iterator[tuple[WalPipeline, list[Ba
     p.abort(InvalidDbStateError("test over"))
 
 
-def append(p: WalPipeline, seq: int) -> Future[None]:
-    return p.append([row(seq)], (seq, 1), 10)
+def append(p: WalPipeline, seq: int, nbytes: int = 10) -> Future[None]:
+    return p.append([row(seq)], (seq, 1), nbytes)
+
+
+def seqs(gate: Gate, wal_id: int) -> list[int]:
+    return [r[1] for r in gate.written[wal_id]]
 
 
 @pytest.mark.parametrize("kw, cut", [
@@ -215,3 +219,96 @@ def test_wait_durable_returns_once_everything_appended_is_acknowledged(gate: Gat
         assert done.is_set() and acks == [5, 6]
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("sizes, cap, taken", [
+    ([], 100, 0),
+    ([40, 40], 100, 2),
+    ([40, 40, 40], 100, 2),
+    ([100, 1], 100, 1),
+    ([250, 40], 100, 1),  # larger than the cap: a WAL SST of its own
+    ([40, 250], 100, 1),
+    ([1] * 10, 5, 5),
+])
+def test_how_many_pending_writes_the_next_wal_takes(sizes: list[int], cap: int, taken: int) -> None:
+    assert writes_that_fit(sizes, cap) == taken
+
+
+def test_writes_piled_up_behind_a_wal_are_split_at_the_byte_cap(gate: Gate, acks: list[int]) -> None:
+    fatal: list[BaseException] = []
+    p = make(gate, acks, fatal, max_in_flight=1, batch_max_bytes=100)
+    try:
+        first = append(p, 1)
+        gate.wait_started(5)  # in flight: everything below piles up in the buffer
+        sizes = {2: 40, 3: 40, 4: 40, 5: 250, 6: 40, 7: 40}
+        futs = {seq: append(p, seq, n) for seq, n in sizes.items()}
+        durable = threading.Event()
+        waiter = threading.Thread(target=lambda: (p.wait_durable(), durable.set()))
+        waiter.start()
+        gate.release[5].set()
+        first.result(WAIT_S)
+        gate.wait_started(6)
+        assert not futs[2].done() and not durable.is_set()
+        for wal_id in (6, 7, 8):
+            gate.release[wal_id].set()
+            gate.wait_started(wal_id + 1)
+        futs[5].result(WAIT_S)  # WAL 8 (the write above the cap, alone)
+        assert not futs[6].done() and not durable.is_set()
+        gate.release[9].set()
+        waiter.join(WAIT_S)
+        assert durable.is_set() and all(f.result(0) is None for f in futs.values())
+        assert {w: seqs(gate, w) for w in (6, 7, 8, 9)} == {6: [2, 3], 7: [4], 8: [5], 9: [6, 7]}
+        assert acks == [5, 6, 7, 8, 9] and 10 not in gate.started
+    finally:
+        p.close()
+
+
+def test_a_split_buffer_goes_out_whole_and_is_acknowledged_in_wal_order(
+    gate: Gate, acks: list[int]
+) -> None:
+    fatal: list[BaseException] = []
+    p = make(gate, acks, fatal, max_in_flight=2, batch_max_bytes=100)
+    try:
+        append(p, 1)
+        append(p, 2, 100)  # at the cap: cut at once, two WAL SSTs in flight
+        gate.wait_started(6)
+        futs = [append(p, 3, 60), append(p, 4, 60), append(p, 5, 30)]
+        gate.release[6].set()
+        gate.wait_started(7)  # a slot is free: the first 60 bytes
+        gate.release[5].set()
+        gate.wait_started(8)  # the rest (90 bytes, under the cap) is due too: no waiting
+        gate.release[8].set()
+        with pytest.raises(TimeoutError):
+            futs[2].result(timeout=0.2)
+        assert acks == [5, 6] and not futs[0].done()
+        gate.release[7].set()
+        for f in futs:
+            f.result(WAIT_S)
+        assert acks == [5, 6, 7, 8] and (seqs(gate, 7), seqs(gate, 8)) == ([3], [4, 5])
+    finally:
+        p.close()
+
+
+def test_a_failed_wal_of_a_split_buffer_fails_the_later_parts_unacknowledged(
+    gate: Gate, acks: list[int]
+) -> None:
+    fatal: list[BaseException] = []
+    p = make(gate, acks, fatal, max_in_flight=2, batch_max_bytes=100)
+    try:
+        append(p, 1)
+        gate.wait_started(5)
+        a, b = append(p, 2, 100), append(p, 3, 100)
+        gate.wait_started(6)
+        gate.fail[6] = UnavailableError("lost")
+        gate.release[7].set()  # if b is cut into WAL 7 before the failure is seen, it lands
+        gate.release[6].set()
+        gate.release[5].set()
+        with pytest.raises(UnavailableError):
+            a.result(WAIT_S)
+        with pytest.raises((CommitStateUnknownError, InvalidDbStateError)):
+            b.result(WAIT_S)
+        assert acks == [5]
+    finally:
+        for e in gate.release.values():
+            e.set()
+        p.abort(InvalidDbStateError("test over"))
