@@ -45,13 +45,19 @@ T = TypeVar("T")
 
 def _deadline(clock: Clock, timeout_s: float, what: str,
               mutate: Callable[[Versioned[T]], T | None]) -> Callable[[Versioned[T]], T | None]:
-    """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed."""
+    """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed.
+
+    The latest version is still checked first: when ``mutate`` finds its change already
+    there (returns None: a write whose response was lost landed) that is the answer, even
+    past the deadline; only writing again is refused.
+    """
     start = clock.monotonic_s()
 
     def wrapped(cur: Versioned[T]) -> T | None:
-        if clock.monotonic_s() - start > timeout_s:
+        new = mutate(cur)
+        if new is not None and clock.monotonic_s() - start > timeout_s:
             raise UnavailableError(f"{what}: not done within {timeout_s:g}s of retries")
-        return mutate(cur)
+        return new
 
     return wrapped
 

@@ -24,6 +24,7 @@ from slatelib.core.compactions import (
 from slatelib.core.manifest import Manifest
 from slatelib.core.row import VALUE, Row
 from slatelib.errors import (
+    AlreadyExistsError,
     CommitStateUnknownError,
     ConflictError,
     FencedError,
@@ -333,6 +334,45 @@ def test_an_unknown_commit_outcome_is_read_back_from_the_manifest() -> None:
     assert report.status == "committed" and report.rebases == 0
     assert commits(raw) == 1
     assert scan(raw) == before
+
+
+def test_a_commit_that_landed_is_recognised_even_after_the_update_timeout() -> None:
+    """The commit CAS lands but its response is lost, and by the time the loop re-reads the
+    manifest ``manifest_update_timeout`` has passed: the read-back still finds the commit,
+    so the job reports it committed and marks it Completed (not Failed with an error)."""
+    raw = open_raw_store(f"memory://{uuid.uuid4().hex}/")
+    before = fill(raw)
+    clock = FakeClock()
+
+    def lost_after_timeout() -> BaseException:
+        clock.advance(60)
+        return CommitStateUnknownError("lost")
+
+    flaky = FlakyObjectStore(raw)
+    flaky.fail_after("put_if_absent", path="/manifest/", skip=1, times=1,
+                     error=lost_after_timeout)
+    report = run_compaction(ROOT, flaky, settings=settings(manifest_update_timeout=30),
+                            clock=clock)
+    assert report.status == "committed"
+    assert commits(raw) == 1 and scan(raw) == before
+    [entry] = compactions(raw).recent_compactions
+    assert entry.status == CompactionStatus.COMPLETED
+
+
+def test_a_commit_that_keeps_conflicting_gives_up_at_the_update_timeout(
+    store: ObjectStore,
+) -> None:
+    before = fill(store)
+    flaky = FlakyObjectStore(store)
+    # every commit attempt loses its CAS (the fence and record writes go through)
+    flaky.fail_before("put_if_absent", path="/manifest/", skip=1, times=None,
+                      error=lambda: AlreadyExistsError("taken"))
+    with pytest.raises(UnavailableError, match="compaction commit: not done within 5s"):
+        run_compaction(ROOT, flaky, settings=settings(manifest_update_timeout=5),
+                       clock=FakeClock())
+    assert manifest(store).compacted == () and scan(store) == before
+    [entry] = compactions(store).recent_compactions
+    assert entry.status == CompactionStatus.FAILED
 
 
 def _writes_of_one_run() -> int:
