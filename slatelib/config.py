@@ -64,6 +64,8 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     s = text.strip()
     if not s:
         raise InvalidArgumentError(f"{what}: empty duration")
+    if s.startswith("-"):
+        raise InvalidArgumentError(f"{what}: must not be negative: {text!r}")
     try:
         number = float(s)
     except ValueError:

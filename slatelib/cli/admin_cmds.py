@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING, Any
 
 from slatelib.cli.render import render_checkpoint
@@ -74,9 +75,20 @@ def cmd_destroy(ctx: Context) -> None:
     ctx.emit(out)
 
 
+_DASH_VALUE = re.compile(r"^-\d")
+
+
+def _take_dash_values(p: argparse.ArgumentParser) -> None:
+    """Let ``--lifetime -1s`` reach the lifetime check ("must not be negative") instead of
+    argparse's "expected one argument": argparse takes only plain negative numbers as values.
+    None of these commands has an option that starts with a digit."""
+    p._negative_number_matcher = _DASH_VALUE
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("create-checkpoint",
                        help="create a checkpoint of the current manifest (or of --source)")
+    _take_dash_values(p)
     p.add_argument("-l", "--lifetime", help=_LIFETIME_HELP)
     p.add_argument("-s", "--source", metavar="UUID",
                    help="an existing checkpoint to copy (same manifest, new lifetime and name)")
@@ -84,6 +96,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_create_checkpoint)
 
     p = sub.add_parser("refresh-checkpoint", help="set a checkpoint's expiry to now + lifetime")
+    _take_dash_values(p)
     p.add_argument("-i", "--id", required=True, metavar="UUID", help="the checkpoint id")
     p.add_argument("-l", "--lifetime", help=_LIFETIME_HELP)
     p.set_defaults(func=cmd_refresh_checkpoint)

@@ -25,6 +25,14 @@ def _secs(value: float, what: str) -> int:
     return s
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. undecodable bytes in argv
+        return False
+    return True
+
+
 def check_writable_state(m: Manifest, what: str = "operation") -> None:
     """Raise :class:`InvalidDbStateError` for an uninitialized or destroyed database."""
     if not m.initialized:
@@ -54,10 +62,12 @@ def new_checkpoint(
     """
     if lifetime_s is not None and lifetime_s < 0:
         raise InvalidArgumentError(f"checkpoint lifetime must not be negative: {lifetime_s}")
+    if name is not None and not _is_utf8(name):
+        raise InvalidArgumentError(f"checkpoint name {name!r} is not valid UTF-8")
     if name == WRITER_CHECKPOINT_NAME:
         raise InvalidArgumentError(
             f"the checkpoint name {name!r} is reserved for writer checkpoints (the next writer "
-            "would drop such a checkpoint and a hard destroy would ignore it)"
+            "would drop such a checkpoint)"
         )
     if source is None:
         check_writable_state(m, "create checkpoint")

@@ -14,6 +14,7 @@ import uuid
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import parse_duration
 from slatelib.core.checkpoints import (
+    U32_MAX,
     add_checkpoint,
     new_checkpoint,
     remove_checkpoints,
@@ -23,6 +24,7 @@ from slatelib.core.checkpoints import (
     refresh_checkpoint as refresh_rule,
 )
 from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.errors import InvalidArgumentError
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore
 from slatelib.paths import normalize_path
@@ -35,15 +37,22 @@ Lifetime = float | int | str | None
 """Seconds, a humantime string (``"7days 30min 10s"``), or None for no expiry."""
 
 
-def lifetime_seconds(lifetime: Lifetime) -> float | None:
+def lifetime_seconds(lifetime: Lifetime, clock: Clock = SYSTEM_CLOCK) -> float | None:
     """Seconds of a lifetime argument (None stays None).
 
     Raises:
-        InvalidArgumentError: not a duration, or negative.
+        InvalidArgumentError: not a duration, negative, or so long that now + lifetime is
+            past the last time a checkpoint can hold (u32 seconds, early 2106).
     """
     if lifetime is None:
         return None
-    return parse_duration(lifetime, what="checkpoint lifetime")
+    seconds = parse_duration(lifetime, what="checkpoint lifetime")
+    if clock.now_ms() // 1000 + int(seconds) > U32_MAX:
+        raise InvalidArgumentError(
+            f"checkpoint lifetime {lifetime} puts the expiry past {U32_MAX} "
+            "(2106-02-07T06:28:15Z, the last time a checkpoint can hold: u32 seconds)"
+        )
+    return seconds
 
 
 def as_checkpoint_id(value: uuid.UUID | str) -> uuid.UUID:
@@ -79,7 +88,7 @@ def create_checkpoint(
         InvalidArgumentError: a bad lifetime or id.
     """
     manifests = _manifests(path, store)
-    lifetime_s = lifetime_seconds(lifetime)
+    lifetime_s = lifetime_seconds(lifetime, clock)
     src = None if source is None else as_checkpoint_id(source)
     checkpoint_id = uuid.uuid4()
 
@@ -116,7 +125,7 @@ def refresh_checkpoint(
         InvalidArgumentError: a bad lifetime or id.
     """
     manifests = _manifests(path, store)
-    lifetime_s = lifetime_seconds(lifetime)
+    lifetime_s = lifetime_seconds(lifetime, clock)
     cid = as_checkpoint_id(checkpoint_id)
 
     def mutate(cur: StoredManifest) -> Manifest | None:

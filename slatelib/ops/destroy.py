@@ -6,7 +6,8 @@ after its grace period once no checkpoint is left. The same CAS also bumps
 ``compactor_epoch``: a running compactor would otherwise write the next manifest and, like
 every 0.17.0 process, erase ``destroyed_at_s`` (see ``docs/rfcs/0002``).
 
-Hard: refuse while any checkpoint other than a writer's is unexpired; otherwise set
+Hard: refuse while any checkpoint is unexpired, a running slatelib writer's included (seed
+002 leaves stopping the writer to the user; a soft destroy first fences it); otherwise set
 ``destroyed_at_s`` (fencing writer and compactor), remove this database's final
 checkpoints from the databases it was cloned from (as 0.17's ``Admin.delete_db``), write a
 ``.deleting`` marker, delete every object of the database's layout (``manifest/``,
@@ -57,8 +58,21 @@ class DestroyReport:
 
 
 def blocking_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
-    """Unexpired checkpoints that block a hard destroy (writer checkpoints do not)."""
-    return [c for c in live_checkpoints(m, now_s) if not is_writer_checkpoint(c)]
+    """Unexpired checkpoints that block a hard destroy, writer checkpoints included: a live
+    slatelib writer would write its next WAL SSTs and manifests onto the freed ids (an
+    acknowledged write in a deleted database, a manifest naming deleted SSTs). A killed
+    writer's checkpoint expires after ``writer.checkpoint_lifetime``; a soft destroy fences
+    the writer and drops it at once."""
+    return live_checkpoints(m, now_s)
+
+
+def _describe_blocking(c: Checkpoint) -> str:
+    expires = c.expire_time_s if c.expire_time_s is not None else "never"
+    if is_writer_checkpoint(c):
+        return (f"writer checkpoint {c.id} (manifest {c.manifest_id}, expires {expires}: a "
+                "slatelib writer may still be running; close it, or soft-destroy first, "
+                "which fences it and drops this checkpoint)")
+    return f"{c.id} (manifest {c.manifest_id}, expires {expires})"
 
 
 def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
@@ -72,9 +86,7 @@ def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
     if live:
         raise InvalidDbStateError(
             "refusing to hard-destroy a database with unexpired checkpoints: "
-            + ", ".join(f"{c.id} (manifest {c.manifest_id}, expires "
-                        f"{c.expire_time_s if c.expire_time_s is not None else 'never'})"
-                        for c in live)
+            + ", ".join(_describe_blocking(c) for c in live)
         )
     if m.destroyed_at_s is not None:
         return None

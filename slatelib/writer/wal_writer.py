@@ -92,7 +92,10 @@ def stopped_error(failure: BaseException) -> SlateError:
     """What calls get after the pipeline stopped because of ``failure``."""
     if isinstance(failure, FencedError):
         return FencedError(f"this writer is fenced: {failure}")
-    return InvalidDbStateError(f"the writer stopped after a failed WAL write: {failure}")
+    return InvalidDbStateError(
+        f"the writer stopped after an error ({type(failure).__name__}: {failure}); "
+        "open the database again to continue"
+    )
 
 
 def _unacknowledged(job: WalJob, failure: BaseException) -> SlateError:

@@ -372,3 +372,73 @@ def test_slatelib_and_official_writers_opening_at_once_leave_one_writer(
     data = dict(read_all(tmp_path, PATH))
     assert data[b"base"] == b"0" and (b"ours" in data) == ours_ok
     assert data.get(b"zombie") == (b"o" if theirs_ok else None)
+
+
+def killed_writer_child(root: str) -> None:  # pragma: no cover - runs in the killed subprocess
+    """Write from a slatelib writer whose clock runs an hour behind, so the checkpoint it
+    leaves (lifetime 10 min) has expired in real time when it is killed."""
+    clock = FakeClock(int(time.time() * 1000) - 3_600_000)
+    db = Db.open(PATH, f"file://{root}",
+                 settings(checkpoint_lifetime=600.0, manifest_poll_interval=60.0), clock=clock)
+    for i in range(1_000_000):
+        db.put(b"k%05d" % i, b"v%d" % i)
+        print(f"ACK {i}", flush=True)
+        if i % 20 == 19:
+            db.flush()
+
+
+def official_gc_once(root: Path) -> None:
+    from slatedb.uniffi._slatedb_uniffi.slatedb import (
+        GarbageCollectorDirectoryOptions,
+        GarbageCollectorOptions,
+        GarbageCollectorScheduleOptions,
+    )
+
+    d = GarbageCollectorDirectoryOptions(interval_ms=None, min_age_ms=0, dry_run=False)
+    run(OfficialAdmin(root, PATH).admin.run_gc_once(GarbageCollectorOptions(
+        manifest_options=d, wal_options=d, wal_fence_options=d, compacted_options=d,
+        compactions_options=d, detach_options=GarbageCollectorScheduleOptions(interval_ms=None))))
+
+
+def test_a_killed_writers_expired_checkpoint_is_dropped_by_official_and_slatelib_gc(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from slatelib.ops.gc import collect_garbage
+
+    root, ours = tmp_path / "official", tmp_path / "ours"
+    root.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from tests.interop.test_writer_interop import killed_writer_child; "
+         f"killed_writer_child({str(root)!r})"],
+        cwd=repo, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.stdout is not None
+    acked = -1
+    for line in proc.stdout:
+        acked = int(line.split()[1])
+        if acked >= 50:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(30)
+    proc.stdout.close()
+    assert acked >= 50
+    shutil.copytree(root, ours)
+    admin = OfficialAdmin(root, PATH)
+    [left] = run(admin.admin.list_checkpoints(None))
+    assert left.name == "slatelib-writer" and left.expire_time_secs < time.time()
+    no_gc = DbSettings(compactor=False, extra={"garbage_collector_options": "null"})
+    with OfficialDb.open(root, PATH, no_gc) as db:
+        assert [db.get(b"k%05d" % i) for i in range(acked + 1)] == \
+            [b"v%d" % i for i in range(acked + 1)]
+        db.write([Put(b"after", b"official")])
+        db.flush_memtable()
+    assert [c.name for c in run(admin.admin.list_checkpoints(None))] == ["slatelib-writer"]
+    official_gc_once(root)
+    assert run(admin.admin.list_checkpoints(None)) == []
+    data = dict(read_all(root, PATH))
+    assert data[b"after"] == b"official" and len(data) >= acked + 2
+    collect_garbage(PATH, f"file://{ours}", min_age=0, force=True, dry_run=False)
+    assert ManifestStore(open_store(f"file://{ours}"), PATH).read_latest().value.checkpoints == ()

@@ -72,6 +72,23 @@ def test_bad_input_exits_2_with_a_message(root: Path, capsys: pytest.CaptureFixt
     assert code == EXIT_USAGE and "error" in err
 
 
+@pytest.mark.parametrize("args, message", [
+    (("create-checkpoint", "--lifetime=-1s"), "checkpoint lifetime: must not be negative: '-1s'"),
+    (("create-checkpoint", "--lifetime", "-1s"), "checkpoint lifetime: must not be negative: '-1s'"),
+    (("refresh-checkpoint", "-i", "01740ee5-6459-44af-9a45-85deb6e468e3", "-l", "-2h"),
+     "checkpoint lifetime: must not be negative: '-2h'"),
+    (("create-checkpoint", "--lifetime", "abc"), "checkpoint lifetime: cannot parse duration 'abc'"),
+    (("create-checkpoint", "--lifetime", "136years"), "checkpoint lifetime 136years puts the expiry"),
+    (("refresh-checkpoint", "--id", "01740ee5-6459-44af-9a45-85deb6e468e3", "-l", "99999999999999s"),
+     "checkpoint lifetime 99999999999999s puts the expiry"),
+    (("create-checkpoint", "--name", "bad\udcff"), "checkpoint name 'bad\\udcff' is not valid UTF-8"),
+])
+def test_bad_input_names_what_is_wrong(root: Path, capsys: pytest.CaptureFixture[str],
+                                       args: tuple[str, ...], message: str) -> None:
+    code, err = run(root, capsys, *args)
+    assert code == EXIT_USAGE and message in err, err
+
+
 def test_missing_checkpoints_and_databases_exit_5(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = run(root, capsys, "refresh-checkpoint", "--id", "01740ee5-6459-44af-9a45-85deb6e468e3")
     assert code == EXIT_DATA and "not found" in err

@@ -72,6 +72,32 @@ def test_hard_destroy_refuses_while_a_checkpoint_is_live(raw: ObjectStore, clock
     assert report.deleted_objects > 0 and objects(raw, "db") == []
 
 
+def test_hard_destroy_refuses_while_a_writer_holds_its_checkpoint(raw: ObjectStore, clock: FakeClock) -> None:
+    # Deleting under a live writer would let its next WAL and manifest writes land on the
+    # freed ids: an acknowledged write in a destroyed database, a manifest naming deleted SSTs.
+    db = Db.open("db", raw, writer_settings(checkpoint_lifetime=600.0, manifest_poll_interval=60.0),
+                 clock=clock)
+    db.put(b"k", b"v")
+    with pytest.raises(InvalidDbStateError, match="writer checkpoint .* expires 1750000600"):
+        destroy("db", raw, soft=False, clock=clock)
+    assert db.put(b"k2", b"v") > 0 and ManifestStore(raw, "db").read_latest().value.destroyed_at_s is None
+    clock.advance(601)  # a killed writer's checkpoint no longer blocks once it expired
+    report = destroy("db", raw, soft=False, clock=clock)
+    assert report.deleted_objects > 0 and objects(raw, "db") == []
+    db.close(flush=None)
+
+
+def test_a_soft_destroy_fences_the_writer_and_unblocks_a_hard_destroy(raw: ObjectStore, clock: FakeClock) -> None:
+    db = Db.open("db", raw, writer_settings(), clock=clock)
+    db.put(b"k", b"v")
+    destroy("db", raw, clock=clock)
+    with pytest.raises(FencedError):
+        db.put(b"k2", b"v")
+    assert destroy("db", raw, soft=False, clock=clock).deleted_objects > 0
+    db.close()
+    assert objects(raw, "db") == []
+
+
 def test_hard_destroy_deletes_the_current_manifest_last_and_keeps_other_objects(
     raw: ObjectStore, clock: FakeClock
 ) -> None:

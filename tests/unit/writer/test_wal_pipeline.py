@@ -140,7 +140,7 @@ def test_a_failed_wal_fails_its_callers_and_never_acknowledges_a_later_one(
         second.result(WAIT_S)
     assert 6 in gate.written and acks == []
     assert len(fatal) == 1 and isinstance(fatal[0], UnavailableError)
-    with pytest.raises(InvalidDbStateError, match="stopped after a failed WAL write"):
+    with pytest.raises(InvalidDbStateError, match="writer stopped after an error"):
         append(p, 3)
 
 
