@@ -9,8 +9,10 @@ The database (built once by the official package with its compactor off, cached 
   own) runs a submitted TIERED compaction of all L0 views into sorted run 0; timed from the
   submission until the manifest shows the new run.
 - slatelib: ``jobs/compact.py``'s ``run()`` on a ``local[2]`` SparkSession (and a
-  ``local[1]`` one, each in its own process, for scaling); timed per job, with the session
-  start (JVM, Python workers warmed up by one tiny job) reported separately.
+  ``local[1]`` one, each in its own process, for scaling; ``local[1]`` runs twice, once
+  free and once pinned to one CPU, since its task's fetch threads use the other core); timed
+  per job, with the session start (JVM, Python workers warmed up by one tiny job) reported
+  separately.
 
 Both use 0.17's defaults: 4 KiB blocks, no compression, bloom filters from 1000 keys,
 256 MiB output SSTs. Prints medians, the throughput ratios (excluding and including the
@@ -198,12 +200,18 @@ def _warm_up(_: int) -> int:
     return os.getpid()
 
 
-def ours(master: str, src: Path, repeat: int) -> dict[str, Any]:
+def ours(master: str, src: Path, repeat: int, *, one_cpu: bool = False) -> dict[str, Any]:
+    """The job run ``repeat`` times in a new process on ``master``; with ``one_cpu`` that
+    process (JVM and Python workers included, which inherit it) is pinned to CPU 0."""
+    def pin() -> None:
+        os.sched_setaffinity(0, {0})
+
     out = subprocess.run(
         [sys.executable, __file__, "--worker", master, "--src", str(src),
          "--repeat", str(repeat)],
         check=True, capture_output=True, text=True, cwd=REPO,
         env={**os.environ, "SLATELIB_SPARK_LOG_LEVEL": "ERROR"},
+        preexec_fn=pin if one_cpu else None,
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -263,11 +271,15 @@ def main() -> None:
     print(f"  slatelib local[2]: {[round(j['seconds'], 2) for j in two['jobs']]}", flush=True)
     one = ours("local[1]", src, args.repeat)
     print(f"  slatelib local[1]: {[round(j['seconds'], 2) for j in one['jobs']]}", flush=True)
+    pinned = ours("local[1]", src, args.repeat, one_cpu=True)
+    print(f"  slatelib local[1], pinned to one CPU: "
+          f"{[round(j['seconds'], 2) for j in pinned['jobs']]}", flush=True)
 
     cores_after = free_cores()
     off_s = statistics.median(off)
     two_s = statistics.median(j["seconds"] for j in two["jobs"])
     one_s = statistics.median(j["seconds"] for j in one["jobs"])
+    pinned_s = statistics.median(j["seconds"] for j in pinned["jobs"])
     results = {
         "rows": args.rows, "l0s": args.l0s, "input_mb": round(nbytes / MB, 1),
         "repeat": args.repeat,
@@ -279,6 +291,8 @@ def main() -> None:
         "ratio_excluding_session": round(off_s / two_s, 2),
         "ratio_including_session": round(off_s / (two_s + two["session_s"]), 2),
         "scaling_1_to_2": round(one_s / two_s, 2),
+        "slatelib_one_cpu_job_s": round(pinned_s, 2),
+        "scaling_one_cpu_to_two": round(pinned_s / two_s, 2),
         "free_cores": [cores_before, cores_after],
         "task_cpu_s_local1": round(statistics.median(cpu_seconds(one)), 2),
         "task_cpu_s_local2": round(statistics.median(cpu_seconds(two)), 2),
@@ -290,7 +304,8 @@ def main() -> None:
             {k: m[k] for k in ("read_s", "merge_s", "write_s", "total_s", "cpu_s")}
             for m in two["jobs"][-1]["task_metrics"]],
         "runs": {"official_s": off, "local2_s": [j["seconds"] for j in two["jobs"]],
-                 "local1_s": [j["seconds"] for j in one["jobs"]]},
+                 "local1_s": [j["seconds"] for j in one["jobs"]],
+                 "one_cpu_s": [j["seconds"] for j in pinned["jobs"]]},
     }
     print(f"official 0.17 compactor: {results['official_s']}s "
           f"({results['official_mb_s']} MB/s)")
@@ -301,6 +316,8 @@ def main() -> None:
           f"{results['ratio_including_session']}x")
     print(f"scaling local[1] -> local[2]: {results['scaling_1_to_2']}x "
           f"({results['slatelib_local1_job_s']}s -> {results['slatelib_local2_job_s']}s)")
+    print(f"scaling one CPU (local[1] pinned) -> two: {results['scaling_one_cpu_to_two']}x "
+          f"({results['slatelib_one_cpu_job_s']}s -> {results['slatelib_local2_job_s']}s)")
     print(f"task CPU seconds: local[1] {results['task_cpu_s_local1']}, local[2] "
           f"{results['task_cpu_s_local2']} (slowest task "
           f"{results['slowest_task_cpu_s_local2']}); free cores {results['free_cores']}")
