@@ -39,7 +39,7 @@ _DURATION_UNITS = {
     "M": 2630016.0, "month": 2630016.0, "months": 2630016.0,
     "y": 31557600.0, "year": 31557600.0, "years": 31557600.0,
 }
-_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
+_DURATION_PART = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*")
 _SIZE_UNITS = {
     "": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "k": 1024, "m": 1024**2,
@@ -50,7 +50,8 @@ _SIZE_UNITS = {
 def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     """Seconds in a humantime duration such as ``"7days 30min 10s"`` or ``"100ms"``.
 
-    Plain numbers are seconds.
+    Plain numbers are seconds. Units are case-sensitive and digits ASCII, as in humantime
+    (0.17's parser): ``"5M"`` is five months, ``"5MS"`` and ``"5Min"`` are refused.
 
     Raises:
         InvalidArgumentError: the text is not a duration.
@@ -80,7 +81,7 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
             _bad_duration(what, text)
         assert m is not None
         unit = m.group(2)
-        factor = _DURATION_UNITS.get(unit, _DURATION_UNITS.get(unit.lower()) if unit != "M" else None)
+        factor = _DURATION_UNITS.get(unit)  # case-sensitive, as humantime ("M" is months)
         if factor is None:
             raise InvalidArgumentError(f"{what}: unknown duration unit {unit!r} in {text!r}")
         total += float(m.group(1)) * factor

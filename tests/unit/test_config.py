@@ -14,7 +14,8 @@ def test_humantime_durations() -> None:
     assert parse_duration("7days 30min 10s") == 7 * 86400 + 1800 + 10
     assert parse_duration("100ms") == pytest.approx(0.1)
     assert parse_duration("1h 2m") == 3720
-    for bad in ("", "5 parsecs", "abc", "-3s"):
+    assert parse_duration("2M") == 2 * 2630016.0  # months, as humantime
+    for bad in ("", "5 parsecs", "abc", "-3s", "5MS", "5Min", "1H", "\u0661\u0662s"):
         with pytest.raises(InvalidArgumentError):
             parse_duration(bad)
 
