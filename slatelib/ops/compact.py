@@ -39,13 +39,19 @@ from slatelib.core.compactions import Compactions, CompactionStatus
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import BytesRange
 from slatelib.core.size_tiered import SizeTieredOptions
-from slatelib.errors import FencedError, InvalidArgumentError
+from slatelib.errors import (
+    CommitStateUnknownError,
+    FencedError,
+    InvalidArgumentError,
+    UnavailableError,
+)
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.bulk_load import sst_writer_options
 from slatelib.ops.compact_commit import (
     CommitOutcome,
     CompactorClaim,
+    UpdateTimeoutError,
     commit_manifest,
     fence_compactor,
     mark_compaction,
@@ -156,17 +162,32 @@ def commit_compaction(job: CompactionJob, results: Sequence[CompactionResult]) -
     Raises:
         FencedError: a newer compactor took over; nothing is committed.
         SourcesChangedError: a source is gone; nothing is committed.
-        ConflictError / UnavailableError: the commit could not be written.
+        ConflictError: the commit could not be written.
+        CommitStateUnknownError: the commit's outcome is unknown (the entry stays Compacted).
+        UnavailableError: recording the outputs failed, or the commit was not done within
+            ``manifest_update_timeout`` (:class:`UpdateTimeoutError`); nothing is committed.
     """
     cs = job.settings.compaction
     outputs = [h for r in sorted(results, key=lambda r: r.index) for h in r.outputs]
     timeout = cs.manifest_update_timeout
     mark_compaction(job.compactions, job.claim.epoch, job.compaction_id,
                     CompactionStatus.COMPACTED, outputs, clock=job.clock, timeout_s=timeout)
-    outcome = commit_manifest(
-        job.manifests, job.spec, outputs, epoch=job.claim.epoch,
-        checkpoint_lifetime_s=cs.checkpoint_lifetime, clock=job.clock, timeout_s=timeout,
-    )
+    try:
+        outcome = commit_manifest(
+            job.manifests, job.spec, outputs, epoch=job.claim.epoch,
+            checkpoint_lifetime_s=cs.checkpoint_lifetime, clock=job.clock, timeout_s=timeout,
+        )
+    except UpdateTimeoutError:
+        raise  # read back and not there: nothing is committed
+    except (UnavailableError, CommitStateUnknownError) as exc:
+        # A lost response followed by a store that stays unavailable: the commit may have
+        # landed. The entry stays Compacted; the next compactor's takeover marks it
+        # Completed when the manifest references its outputs, else Failed.
+        raise CommitStateUnknownError(
+            f"compaction {ulid_to_str(job.compaction_id)} of {job.manifests.root!r}: whether "
+            f"its manifest commit landed is unknown ({type(exc).__name__}: {exc}); its "
+            "compactions entry stays Compacted and the next compaction run resolves it"
+        ) from exc
     mark_compaction_quietly(job.compactions, job.claim.epoch, job.compaction_id,
                             CompactionStatus.COMPLETED, clock=job.clock, timeout_s=timeout)
     return outcome
@@ -277,8 +298,8 @@ class _Run:
             t = time.perf_counter()
             outcome = commit_compaction(job, results)
             self.lap("commit", t)
-        except FencedError:
-            raise
+        except (FencedError, CommitStateUnknownError):
+            raise  # fenced: the new compactor owns the entry; unknown: see commit_compaction
         except Exception:
             mark_compaction_quietly(self.compactions, job.claim.epoch, job.compaction_id,
                                     CompactionStatus.FAILED, clock=self.clock,

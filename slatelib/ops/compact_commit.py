@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class UpdateTimeoutError(UnavailableError):
+    """A driver-side write was not done within ``manifest_update_timeout``. The latest state
+    was read and does not hold the change, so the outcome is known: not written."""
+
+
 def _deadline(clock: Clock, timeout_s: float, what: str,
               mutate: Callable[[Versioned[T]], T | None]) -> Callable[[Versioned[T]], T | None]:
     """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed.
@@ -56,7 +61,7 @@ def _deadline(clock: Clock, timeout_s: float, what: str,
     def wrapped(cur: Versioned[T]) -> T | None:
         new = mutate(cur)
         if new is not None and clock.monotonic_s() - start > timeout_s:
-            raise UnavailableError(f"{what}: not done within {timeout_s:g}s of retries")
+            raise UpdateTimeoutError(f"{what}: not done within {timeout_s:g}s of retries")
         return new
 
     return wrapped

@@ -359,6 +359,40 @@ def test_a_commit_that_landed_is_recognised_even_after_the_update_timeout() -> N
     assert entry.status == CompactionStatus.COMPLETED
 
 
+def test_a_commit_whose_outcome_stays_unknown_is_left_compacted_for_the_next_run() -> None:
+    """The commit lands, its response is lost, and the manifest cannot be read back (the
+    store stays unavailable): the job says the outcome is unknown and leaves the entry
+    Compacted, never Failed; the next compaction run's takeover finds the outputs in the
+    manifest and marks it Completed."""
+    raw = open_raw_store(f"memory://{uuid.uuid4().hex}/")
+    before = fill(raw)
+    flaky = FlakyObjectStore(raw)
+
+    def lost_then_unreadable() -> BaseException:
+        flaky.fail_before("list", path="/manifest/", times=None)
+        flaky.fail_before("get", path="/manifest/", times=None)
+        return CommitStateUnknownError("lost")
+
+    flaky.fail_after("put_if_absent", path="/manifest/", skip=1, times=1,
+                     error=lost_then_unreadable)
+    with pytest.raises(CommitStateUnknownError, match="unknown") as info:
+        run_compaction(ROOT, flaky, settings=settings(), clock=FakeClock())
+    assert "stays Compacted" in str(info.value)
+    assert commits(raw) == 1 and scan(raw) == before  # it had landed
+    [entry] = compactions(raw).recent_compactions
+    assert entry.status == CompactionStatus.COMPACTED
+
+    flush_l0(raw, ROOT, [(b"k999", 9, VALUE, b"new", None, NOW_MS)])
+    seen: dict[int, CompactionStatus] = {}  # after the takeover, before the next commit
+
+    def look() -> None:
+        seen.update((c.id, c.status) for c in compactions(raw).recent_compactions)
+
+    run_compaction(ROOT, raw, settings=settings(), runner=Hook(look, raw), clock=FakeClock())
+    assert seen[entry.id] == CompactionStatus.COMPLETED
+    assert scan(raw) == {**before, b"k999": b"new"}
+
+
 def test_a_commit_that_keeps_conflicting_gives_up_at_the_update_timeout(
     store: ObjectStore,
 ) -> None:
