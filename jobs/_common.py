@@ -1,8 +1,10 @@
 """What every job shares: database selection, per-database isolation, exit codes, reports.
 
 Several databases run in one Spark application; each is isolated, so one failing database
-does not stop the others, and each gets its own result. The process exit code is 0 when
-every database succeeded, else the code of the first failed database in argument order.
+does not stop the others, and each gets its own result. Up to ``db_concurrency`` of them
+(``[gc]`` / ``[compaction]`` settings) run at once on driver threads. The process exit code
+is 0 when every database succeeded, else the code of the first failed database in argument
+order.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,15 +92,23 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run_isolated(
     targets: Sequence[DbTarget], fn: Callable[[DbTarget], dict[str, Any]],
-    exit_code: Callable[[BaseException], int] = exit_code_for,
+    exit_code: Callable[[BaseException], int] = exit_code_for, *, concurrency: int = 1,
+    setting: str = "db_concurrency",
 ) -> tuple[list[dict[str, Any]], int]:
     """Run ``fn`` per database, turning each failure into that database's result.
 
+    Up to ``concurrency`` databases run at once, each on its own driver thread (their Spark
+    jobs share the executors); results come back in ``targets`` order either way.
     ``exit_code`` maps a :class:`SlateError` to the database's exit code (a job may
-    classify more errors than the CLI does)."""
-    results: list[dict[str, Any]] = []
-    overall = EXIT_OK
-    for t in targets:
+    classify more errors than the CLI does).
+
+    Raises:
+        InvalidArgumentError: ``concurrency`` below 1 (named as ``setting``).
+    """
+    if concurrency < 1:
+        raise InvalidArgumentError(f"{setting} must be at least 1, got {concurrency}")
+
+    def isolated(t: DbTarget) -> dict[str, Any]:
         started = time.monotonic()
         try:
             result = fn(t)
@@ -115,10 +126,16 @@ def run_isolated(
                       "error": {"type": type(exc).__name__, "message": str(exc)}}
         result["exit_code"] = code
         result.setdefault("seconds", round(time.monotonic() - started, 3))
-        results.append(result)
-        if overall == EXIT_OK and code != EXIT_OK:
-            overall = code
-    return results, overall
+        return result
+
+    workers = min(concurrency, len(targets))
+    if workers <= 1:
+        results = [isolated(t) for t in targets]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="slatelib-db") as pool:
+            results = list(pool.map(isolated, targets))
+    codes = [r["exit_code"] for r in results if r["exit_code"] != EXIT_OK]
+    return results, codes[0] if codes else EXIT_OK
 
 
 def emit_report(report: dict[str, Any], path: str | None) -> None:

@@ -99,7 +99,9 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         report["outcome"] = report.pop("status")
         return report
 
-    results, code = run_isolated(targets, one, exit_code=job_exit_code)
+    results, code = run_isolated(targets, one, exit_code=job_exit_code,
+                                 concurrency=settings.compaction.db_concurrency,
+                                 setting="compaction.db_concurrency")
     totals: dict[str, int] = {"databases": len(results),
                               "failed": sum(1 for r in results if r["exit_code"])}
     for key in ("rows_in", "rows_out", "bytes_in", "bytes_out", "versions_dropped",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -73,10 +74,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
     options.check()
     targets = resolve_targets(args)
     dry_run = settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
-    backend = SparkBackend(spark, list_partitions=settings.gc.list_partitions,
-                           delete_concurrency=settings.gc.delete_concurrency,
-                           local_threshold=settings.gc.driver_listing_max)
     started = time.monotonic()
+    out_lock = threading.Lock()  # decision lines of databases collected at once
 
     def one(t: DbTarget) -> dict[str, Any]:
         check_db_spelling(t.name, "database URL")
@@ -85,15 +84,22 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
                                        "the Spark executors cannot see them")
 
         def show(d: GcDecision) -> None:
-            sys.stdout.write(json.dumps({"db": t.name, **d.to_json()}) + "\n")
+            line = json.dumps({"db": t.name, **d.to_json()}) + "\n"
+            with out_lock:
+                sys.stdout.write(line)
 
+        # One backend per database: it holds that database's cached DataFrames.
+        backend = SparkBackend(spark, list_partitions=settings.gc.list_partitions,
+                               delete_concurrency=settings.gc.delete_concurrency,
+                               local_threshold=settings.gc.driver_listing_max)
         report = run_gc(open_store(t.store_url), t.path, options, dry_run=dry_run,
                         backend=backend, on_decision=show if dry_run else None)
         out = report.to_json()
         out["exit_code"] = 1 if report.error_count else 0
         return out
 
-    results, code = run_isolated(targets, one)
+    results, code = run_isolated(targets, one, concurrency=settings.gc.db_concurrency,
+                                 setting="gc.db_concurrency")
     totals: dict[str, int] = {"databases": len(results),
                               "failed": sum(1 for r in results if r["exit_code"])}
     for r in results:

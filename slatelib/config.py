@@ -198,6 +198,7 @@ class CompactionSettings:
     min_range_bytes: int = field(default=32 * 1024 * 1024, metadata=SIZE)
     tasks_per_slot: int = 1
     task_attempts: int = 3
+    db_concurrency: int = 2  # databases of one job run at once (driver threads)
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,7 @@ class GcSettings:
     delete_concurrency: int = 16  # delete requests in flight per task (batches of 1000)
     list_partitions: int = 0  # max key ranges per directory; 0: 4 x Spark parallelism, <= 64
     driver_listing_max: int = 1000  # wal/ or compacted/ this small is decided on the driver
+    db_concurrency: int = 4  # databases of one job collected at once (driver threads)
 
 
 @dataclass(frozen=True)
