@@ -6,6 +6,8 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 DEMO_DIR := $(CURDIR)/var/demo
 DEMO_DB := file://$(DEMO_DIR)/db
@@ -25,6 +27,13 @@ $(STAMP): pyproject.toml setup.py slatelib/_speedups.c
 
 install: $(STAMP) ## create .venv and install slatelib with the spark and test extras
 
+# Real Apache Airflow, apart from the project's venv (its dependencies are not ours): the
+# DAG tests load airflow_dags/ into an Airflow DagBag through it.
+$(AIRFLOW_STAMP): tests/dags/airflow-requirements.txt
+	@test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r tests/dags/airflow-requirements.txt
+	@touch $(AIRFLOW_STAMP)
+
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
 
@@ -43,13 +52,13 @@ test-spark: $(STAMP) ## Spark jobs on a local SparkSession
 test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
 	$(PYTEST) tests/interop -q
 
-test-dags: $(STAMP) ## Airflow DAG integrity
-	$(PYTEST) tests/dags -q
+test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAG integrity (with real Airflow 2.10.5 in .venv-airflow)
+	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/dags -q
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) ## every suite but the benchmarks (the command CI runs)
-	$(PYTEST) tests -q -p no:cacheprovider
+test: $(STAMP) $(AIRFLOW_STAMP) ## every suite but the benchmarks (the command CI runs)
+	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 
 run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)

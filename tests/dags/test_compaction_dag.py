@@ -1,9 +1,10 @@
 """The compaction DAG: compiles, imports nothing from slatelib (nor anything but Airflow and
 the standard library), and renders a spark-submit command that ``jobs/compact.py`` accepts.
 
-Airflow is not installed in this virtualenv, so the test provides the two names the DAG
-file uses (``DAG`` as a context manager, ``BashOperator``) and renders the command with
-Jinja, as Airflow would.
+The project's virtualenv has no Airflow (it lives in .venv-airflow), so these fast tests
+provide the names the DAG file uses (``DAG`` as a context manager, ``BashOperator``) and
+render the command with Jinja; tests/dags/test_real_airflow.py loads the same file in real
+Airflow.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The GC DAG: loads without Airflow internals or slatelib, renders a command that
 jobs/gc.py accepts, and stays a dry run unless conf flips it.
 
-Airflow is not installed here, so the test provides the few names the DAG file uses
-(``DAG`` as a context manager, ``BashOperator``) and renders the command with Jinja, as
-Airflow would.
+The project's virtualenv has no Airflow (it lives in .venv-airflow), so these fast tests
+provide the names the DAG file uses (``DAG`` as a context manager, ``BashOperator``) and
+render the command with Jinja; tests/dags/test_real_airflow.py loads the same file in real
+Airflow.
 """
 
 from __future__ import annotations
