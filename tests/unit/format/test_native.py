@@ -48,7 +48,18 @@ pytestmark = pytest.mark.filterwarnings(
 
 REPO = Path(__file__).resolve().parents[3]
 sp = native.speedups
-needs_native = pytest.mark.skipif(sp is None, reason="slatelib._speedups is not built")
+
+
+@pytest.fixture
+def native_built() -> None:
+    """The C extension is optional for users (pure Python otherwise) but not for the tests:
+    without it these equivalence checks cannot run, which is a failure, not a skip."""
+    assert sp is not None, (
+        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): `pip install -e .`"
+        " builds it with gcc and the Python headers; see setup.py")
+
+
+needs_native = pytest.mark.usefixtures("native_built")
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DIFF = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
