@@ -13,6 +13,7 @@ against ``moto_server`` (tests/s3_server.py, where each request is a real HTTP r
 ``min_age`` 1 second, as moto stamps objects with the seeding time).
 
     .venv/bin/python benchmarks/bench_gc.py [--garbage 100000] [--repeat 1] [--only local|s3]
+    .venv/bin/python benchmarks/bench_gc.py --only many [--dbs 8] --garbage 5000
 
 Times: the official call, and our ``jobs.gc.run`` on an already started SparkSession
 (the session start-up is printed separately). The medians of ``--repeat`` runs and their
@@ -61,7 +62,7 @@ from tests.s3_server import REGION, create_bucket, start_moto_server  # noqa: E4
 DB = "bench"
 
 
-def official_gc(where: Any, min_age_ms: int) -> float:
+def official_gc(where: Any, min_age_ms: int, db: str = DB) -> float:
     from slatedb.uniffi import (
         AdminBuilder,
         GarbageCollectorDirectoryOptions,
@@ -71,7 +72,7 @@ def official_gc(where: Any, min_age_ms: int) -> float:
 
     d = GarbageCollectorDirectoryOptions(interval_ms=None, min_age_ms=min_age_ms, dry_run=False)
     fence = GarbageCollectorDirectoryOptions(interval_ms=None, min_age_ms=min_age_ms, dry_run=True)
-    admin = AdminBuilder(DB, as_store(where)).build()
+    admin = AdminBuilder(db, as_store(where)).build()
     started = time.perf_counter()
     run(admin.run_gc_once(GarbageCollectorOptions(
         manifest_options=d, wal_options=d, wal_fence_options=fence, compacted_options=d,
@@ -79,8 +80,10 @@ def official_gc(where: Any, min_age_ms: int) -> float:
     return time.perf_counter() - started
 
 
-def our_gc(spark: Any, url: str, min_age: str, conf: Path) -> tuple[float, dict[str, Any]]:
-    args = build_parser().parse_args(["--db", url, "--min-age", min_age, "--force",
+def our_gc(spark: Any, url: str | list[str], min_age: str, conf: Path,
+           ) -> tuple[float, dict[str, Any]]:
+    dbs = [a for u in ([url] if isinstance(url, str) else url) for a in ("--db", u)]
+    args = build_parser().parse_args([*dbs, "--min-age", min_age, "--force",
                                       "--no-dry-run", "--conf", str(conf)])
     settings = load_settings(args.conf)
     started = time.perf_counter()
@@ -90,26 +93,27 @@ def our_gc(spark: Any, url: str, min_age: str, conf: Path) -> tuple[float, dict[
     return elapsed, report
 
 
-def build_base(where: Any) -> Model:
+def build_base(where: Any, name: str = DB) -> Model:
     """A small real database: 4 flushes, a compaction of them, one flush after it."""
     model = Model()
     no_embedded_gc = DbSettings(extra={"garbage_collector_options": "null"})
-    with OfficialDb.open(where, DB, no_embedded_gc, model=model) as db:
+    with OfficialDb.open(where, name, no_embedded_gc, model=model) as db:
         for b in range(4):
             db.write([Put(f"key:{i:05d}".encode(), f"v{b}-{i}".encode() * 4)
                       for i in range(b * 500, b * 500 + 1000)])
             db.flush_all()
-        OfficialAdmin(where, DB).compact(l0=None)
+        OfficialAdmin(where, name).compact(l0=None)
         db.write([Put(b"key:after", b"compaction")])
         db.flush_all()
     return model
 
 
-def garbage_plan(store: ObjectStore, total: int, now_ms: int) -> tuple[list[str], dict[str, bytes]]:
+def garbage_plan(store: ObjectStore, total: int, now_ms: int, db: str = DB,
+                 ) -> tuple[list[str], dict[str, bytes]]:
     """Garbage paths (content irrelevant) and the objects that make them garbage: the
     latest manifest rewritten at a higher id, with the WAL replay start moved past them."""
-    paths = DbPaths.of(DB)
-    latest = ManifestStore(store, DB).read_latest()
+    paths = DbPaths.of(db)
+    latest = ManifestStore(store, db).read_latest()
     m = latest.value
     assert m.replay_after_wal_id == m.wal_id_last_seen, "the base database must be flushed"
     n_man, n_wal = total * 3 // 10, total * 4 // 10
@@ -121,7 +125,7 @@ def garbage_plan(store: ObjectStore, total: int, now_ms: int) -> tuple[list[str]
     garbage += [paths.wal(i) for i in range(m.wal_id_last_seen + 1, shift + 1)]
     # Replaced SSTs of the last two days (a backlog of compactions), all before every cutoff.
     step = 2 * 86_400_000 // max(1, n_sst)
-    garbage += [f"{DB}/compacted/{ulid_to_str(((now_ms - 7_200_000 - i * step) << 80) | i)}.sst"
+    garbage += [f"{db}/compacted/{ulid_to_str(((now_ms - 7_200_000 - i * step) << 80) | i)}.sst"
                 for i in range(n_sst)]
     return garbage, {paths.manifest(new_id): encode_manifest(rewritten)}
 
@@ -134,8 +138,8 @@ def keys(model: Model) -> list[tuple[bytes, bytes]]:
     return model.items()
 
 
-def check_reads(where: Any, model: Model) -> None:
-    with OfficialReader.open(where, DB) as r:
+def check_reads(where: Any, model: Model, db: str = DB) -> None:
+    with OfficialReader.open(where, db) as r:
         assert r.scan() == keys(model), "official reader disagrees after our GC"
 
 
@@ -216,6 +220,53 @@ def bench_s3(spark: Any, endpoint: str, total: int, repeat: int, conf: Path) -> 
     return summarize("moto_server (S3)", total, results, same, deleted, phases)
 
 
+def bench_many(spark: Any, endpoint: str, dbs: int, total: int, conf: Path,
+               concurrency: list[int]) -> dict[str, Any]:
+    """``dbs`` databases of ``total`` garbage objects each in one bucket: the official GC
+    run database by database, against one job for all of them at each ``db_concurrency``."""
+    names = [f"tenant-{i:02d}/db" for i in range(dbs)]
+    buckets = [create_bucket(endpoint) for _ in range(1 + len(concurrency))]
+    models = {n: build_base(s3_store(buckets[0].name, endpoint=endpoint), n) for n in names}
+    src = open_store(buckets[0].url)
+    garbage: list[str] = []
+    for n in names:
+        g, extra = garbage_plan(src, total, int(time.time() * 1000), n)
+        garbage += g
+        for path, data in extra.items():
+            src.put(path, data)
+    for other in buckets[1:]:
+        dst = open_store(other.url)
+        for m in src.list(""):
+            dst.put(m.path, src.get(m.path))
+    for bucket in buckets:
+        for i in range(0, len(garbage), 20_000):
+            bucket.seed(garbage[i:i + 20_000], b"g" * 64)
+    before = {m.path for m in src.list("")}
+    time.sleep(1.5)  # min_age 1s: moto stamps objects with the seeding time
+    started = time.perf_counter()
+    for n in names:
+        official_gc(s3_store(buckets[0].name, endpoint=endpoint), 1000, n)
+    timings = {"official, one database after another": time.perf_counter() - started}
+    left_official = {m.path for m in src.list("")}
+    same = True
+    for c, bucket in zip(concurrency, buckets[1:], strict=True):
+        conf_c = conf.with_name(f"gc-{c}.toml")
+        conf_c.write_text(conf.read_text() + f"db_concurrency = {c}\n")
+        t, report = our_gc(spark, [f"{bucket.url}/{n}" for n in names], "1s", conf_c)
+        timings[f"jobs/gc.py, db_concurrency {c}"] = t
+        same &= {m.path for m in open_store(bucket.url).list("")} == left_official
+        for n in names:
+            check_reads(s3_store(bucket.name, endpoint=endpoint), models[n], n)
+    off = timings["official, one database after another"]
+    for what, t in timings.items():
+        print(f"  {what:40} {t:7.2f}s  ({off / t:5.2f}x the official time)", flush=True)
+    print(f"  deleted {len(before) - len(left_official)} objects; same deletion set: {same}",
+          flush=True)
+    return {"store": "moto_server (S3), many databases", "databases": dbs,
+            "garbage_per_db": total, "deleted_objects": len(before) - len(left_official),
+            "seconds": {k: round(v, 2) for k, v in timings.items()}, "same_deletion_set": same}
+
+
 def summarize(where: str, total: int, results: dict[str, list[float]], same: bool,
               deleted: int, phases: list[dict[str, float]]) -> dict[str, Any]:
     off, ours = statistics.median(results["official"]), statistics.median(results["ours"])
@@ -233,11 +284,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--garbage", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--only", choices=["local", "s3"])
+    p.add_argument("--only", choices=["local", "s3", "many"])
+    p.add_argument("--dbs", type=int, default=8, help="databases for --only many")
     args = p.parse_args()
     conf = Path(tempfile.mkdtemp()) / "gc.toml"
     conf.write_text("[gc]\ndelete_concurrency = 16\n")
-    server = start_moto_server() if args.only in (None, "s3") else None
+    server = start_moto_server() if args.only in (None, "s3", "many") else None
     if server is not None:
         s3_env(server.endpoint)
     started = time.perf_counter()
@@ -248,8 +300,10 @@ def main() -> None:
     try:
         if args.only in (None, "local"):
             out.append(bench_local(spark, args.garbage, args.repeat, conf))
-        if server is not None:
+        if server is not None and args.only in (None, "s3"):
             out.append(bench_s3(spark, server.endpoint, args.garbage, args.repeat, conf))
+        if server is not None and args.only == "many":
+            out.append(bench_many(spark, server.endpoint, args.dbs, args.garbage, conf, [1, 4]))
     finally:
         spark.stop()
         if server is not None:
