@@ -53,6 +53,8 @@ def update_versioned(
     Raises:
         FencedError: raised by ``mutate``; never retried.
         ConflictError: still conflicting after ``max_attempts``.
+        CommitStateUnknownError: the last attempt's outcome was unknown and a re-read does
+            not show the change (it may still have been written).
     """
     if max_attempts < 1:
         raise InvalidArgumentError("max_attempts must be at least 1")
@@ -75,6 +77,15 @@ def update_versioned(
                      attempt + 1, cur.id + 1)
             clock.sleep(rnd.uniform(0, delay))
             delay = min(delay * 2, _MAX_DELAY_S)
+    if isinstance(last_exc, CommitStateUnknownError):
+        # The last write's outcome is unknown: re-read once, as between attempts.
+        cur = store.read_latest()
+        if mutate(cur) is None:
+            return cur
+        raise CommitStateUnknownError(
+            f"gave up after {max_attempts} attempts; the last write's outcome is unknown and "
+            f"the latest version ({cur.id}) does not hold the change"
+        ) from last_exc
     raise ConflictError(f"gave up after {max_attempts} conflicting attempts") from last_exc
 
 

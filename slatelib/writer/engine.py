@@ -215,7 +215,8 @@ class WriterEngine:
         if self._clock.now_ms() / 1000 < self._flusher.read_deadline_s:
             return
         cp = self._flusher.checkpoint
-        what = ("was removed" if cp is None else
+        what = ("was removed, or replaced by a manifest write whose outcome is unknown,"
+                if cp is None else
                 f"{cp.id} (manifest {cp.manifest_id}) expires at {cp.expire_time_s}")
         raise UnavailableError(
             f"reads of {self.path!r} refused: the writer checkpoint that keeps GC away from the "

@@ -32,6 +32,7 @@ from functools import partial
 from typing import Protocol
 
 from slatelib.clock import Clock
+from slatelib.core.checkpoints import lsm_changed
 from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.merge import MergeOperator
 from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
@@ -198,9 +199,31 @@ class Flusher:
     def _commit(self, checkpoint_id: uuid.UUID,
                 mutate: Callable[[StoredManifest], Manifest | None],
                 current: StoredManifest) -> StoredManifest:
-        """One manifest CAS that (re-)places our writer checkpoint as ``checkpoint_id``."""
+        """One manifest CAS that (re-)places our writer checkpoint as ``checkpoint_id``.
+
+        When it fails after writing a version built on an LSM tree other than the one the
+        writer reads (an outcome it cannot know: a lost response, then errors), that version
+        may have replaced our checkpoint with one that does not pin what the writer reads:
+        reads stop until a poll re-establishes it.
+        """
         self._checkpoint_ids.add(checkpoint_id)
-        stored = update_versioned(self._manifests, mutate, clock=self._clock, current=current)
+        reading = self._host.current_manifest().value
+        unpinned = False
+
+        def attempt(cur: StoredManifest) -> Manifest | None:
+            nonlocal unpinned
+            new = mutate(cur)
+            if new is not None and lsm_changed(reading, cur.value):
+                unpinned = True
+            return new
+
+        try:
+            stored = update_versioned(self._manifests, attempt, clock=self._clock,
+                                      current=current)
+        except BaseException:
+            if unpinned:
+                self._set_checkpoint(None)
+            raise
         # Ids absent from a version we wrote (or confirmed) can never appear later.
         mine = [c for c in stored.value.checkpoints if c.id in self._checkpoint_ids]
         self._checkpoint_ids = {c.id for c in mine}
@@ -223,9 +246,14 @@ class Flusher:
             while True:
                 with self._cond:
                     work = self._wait_for_work()
-                    if work is None:
-                        return
-                    polls = work
+                    if work is None:  # stopped: answer polls requested meanwhile
+                        pending, self._polls = self._polls, []
+                    else:
+                        polls = work
+                if work is None:
+                    for f in pending:
+                        f.set_exception(UnavailableError("the writer's flusher has stopped"))
+                    return
                 now = self._clock.monotonic_s()
                 if polls or now >= self._next_poll:
                     error = self._try_poll()
@@ -284,7 +312,7 @@ class Flusher:
         cp = self._checkpoint
         reason = reestablish_reason(local.value, latest.value, None if cp is None else cp.id,
                                     lifetime_s=self._lifetime, now_s=self._clock.now_ms() / 1000)
-        if reason == "checkpoint missing":
+        if cp is None or latest.value.checkpoint(cp.id) is None:
             self._set_checkpoint(None)  # nothing keeps GC away from what we read any more
         if reason is not None:
             checkpoint_id = uuid.uuid4()

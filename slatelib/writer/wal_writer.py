@@ -73,6 +73,19 @@ def should_cut(
     )
 
 
+def committer_wait_s(
+    *, waiting_age_s: float | None, in_flight: int, max_in_flight: int,
+    flush_interval_s: float | None,
+) -> float | None:
+    """How long the committer sleeps when it does not cut (None: until notified). Only the
+    ``flush_interval`` timer of the oldest write not yet due (``waiting_age_s``; None when
+    none waits) needs a timeout; while every WAL slot is taken nothing can be cut before a
+    WAL write finishes, which notifies it (no polling a saturated pipeline). Pure."""
+    if waiting_age_s is None or flush_interval_s is None or in_flight >= max_in_flight:
+        return None
+    return max(0.001, flush_interval_s - waiting_age_s)
+
+
 @dataclass(eq=False)
 class WalJob:
     """One WAL SST: its id, rows in seq order, and the callers waiting for it.
@@ -275,10 +288,9 @@ class WalPipeline:
                 return self._cut_locked()
             if self._closed and not self._rows:
                 return None
-            timeout = None
-            if waiting and self._interval is not None:
-                timeout = max(0.001, self._interval - age)
-            self._cond.wait(timeout)
+            self._cond.wait(committer_wait_s(
+                waiting_age_s=age if waiting else None, in_flight=self._in_flight,
+                max_in_flight=self._max_in_flight, flush_interval_s=self._interval))
 
     def _cut_locked(self) -> WalJob:
         """The next WAL job: the writes at the head of the buffer that fit the cap."""

@@ -44,7 +44,7 @@ from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
-from slatelib.txn import update_versioned
+from slatelib.txn import DEFAULT_MAX_ATTEMPTS, update_versioned
 from tests.compaction_fixtures import NOW_MS, flush_l0, new_db
 
 ROOT = "db"
@@ -462,3 +462,23 @@ def test_a_corrupted_source_block_fails_the_job_and_commits_nothing(store: Objec
     store.put(victim, bytes(data[:10]) + bytes([data[10] ^ 0x55]) + bytes(data[11:]))
     assert run_compaction(ROOT, store, settings=settings()).status == "committed"
     assert scan(store) == before
+
+
+def test_a_commit_that_lands_on_its_last_attempt_with_a_lost_response_is_recognised() -> None:
+    """Every commit attempt but the last is lost before it lands; the last lands and its
+    response is lost too: the loop reads the manifest back once more instead of giving up
+    with a conflict, so the job reports the commit and never marks the entry Failed."""
+    raw = open_raw_store(f"memory://{uuid.uuid4().hex}/")
+    before = fill(raw)
+    flaky = FlakyObjectStore(raw)
+    attempts = DEFAULT_MAX_ATTEMPTS
+    flaky.fail_before("put_if_absent", path="/manifest/", skip=1, times=attempts - 1,
+                      error=lambda: CommitStateUnknownError("lost"))
+    flaky.fail_after("put_if_absent", path="/manifest/", skip=attempts, times=1,
+                     error=lambda: CommitStateUnknownError("lost"))
+    report = run_compaction(ROOT, flaky, settings=settings(manifest_update_timeout=3600),
+                            clock=FakeClock())
+    assert report.status == "committed"
+    assert commits(raw) == 1 and scan(raw) == before
+    [entry] = compactions(raw).recent_compactions
+    assert entry.status == CompactionStatus.COMPLETED

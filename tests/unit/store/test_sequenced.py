@@ -126,3 +126,34 @@ def test_unknown_outcome_surfaces_from_the_store(store: ObjectStore) -> None:
     flaky.fail_after("put_if_absent", "x/obj")
     with pytest.raises(CommitStateUnknownError):
         retrying.put_if_absent("x/obj", b"1")
+
+
+def test_a_lost_response_on_the_last_attempt_is_resolved_by_rereading(store: ObjectStore) -> None:
+    flaky = FlakyObjectStore(store, sleep=lambda s: None)
+    retrying = RetryingObjectStore(flaky, sleep=lambda s: None, resolve_by_content=False)
+    ms = ManifestStore(retrying, "db")
+    ms.write(1, Manifest.initial())
+    flaky.fail_after("put_if_absent", "manifest/00000000000000000002")
+
+    def mutate(cur):  # type: ignore[no-untyped-def]
+        if cur.value.last_l0_seq >= 1:  # idempotent: our change already landed
+            return None
+        return replace(cur.value, last_l0_seq=1)
+
+    out = update_versioned(ms, mutate, clock=FakeClock(), max_attempts=1)
+    assert out.id == 2 and out.value.last_l0_seq == 1
+
+
+def test_a_lost_response_on_the_last_attempt_that_did_not_land_stays_unknown(
+    store: ObjectStore,
+) -> None:
+    flaky = FlakyObjectStore(store, sleep=lambda s: None)
+    retrying = RetryingObjectStore(flaky, sleep=lambda s: None, resolve_by_content=False)
+    ms = ManifestStore(retrying, "db")
+    ms.write(1, Manifest.initial())
+    flaky.fail_before("put_if_absent", "manifest/", times=None,
+                      error=lambda: CommitStateUnknownError("lost"))
+
+    with pytest.raises(CommitStateUnknownError):
+        update_versioned(ms, lambda cur: replace(cur.value, last_l0_seq=1), clock=FakeClock(),
+                         max_attempts=2)

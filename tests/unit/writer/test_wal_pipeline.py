@@ -21,7 +21,13 @@ from slatelib.errors import (
     UnavailableError,
 )
 from slatelib.testing.clock import FakeClock
-from slatelib.writer.wal_writer import WalJob, WalPipeline, should_cut, writes_that_fit
+from slatelib.writer.wal_writer import (
+    WalJob,
+    WalPipeline,
+    committer_wait_s,
+    should_cut,
+    writes_that_fit,
+)
 
 WAIT_S = 10
 
@@ -104,6 +110,21 @@ def test_when_the_buffer_is_cut(kw: dict[str, object], cut: bool) -> None:
     args.update(kw)
     assert should_cut(**args) is cut  # type: ignore[arg-type]
 
+
+
+@pytest.mark.parametrize("kw, wait", [
+    ({"waiting_age_s": None}, None),  # nothing waits for the timer: woken by appends
+    ({"waiting_age_s": 0.03}, 0.07),  # the oldest waiting write's timer
+    ({"waiting_age_s": 0.5}, 0.001),  # overdue, a slot is free: the committer cuts at once
+    ({"waiting_age_s": 0.5, "in_flight": 4}, None),  # saturated: woken by a finishing WAL
+    ({"waiting_age_s": 0.5, "flush_interval_s": None}, None),
+])
+def test_how_long_the_committer_sleeps(kw: dict[str, object], wait: float | None) -> None:
+    args: dict[str, object] = {"waiting_age_s": None, "in_flight": 1, "max_in_flight": 4,
+                               "flush_interval_s": 0.1}
+    args.update(kw)
+    got = committer_wait_s(**args)  # type: ignore[arg-type]
+    assert got == (None if wait is None else pytest.approx(wait))
 
 def test_a_later_wal_finishing_first_waits_for_the_earlier_one(
     gate: Gate, acks: list[int], pipeline: tuple[WalPipeline, list[BaseException]]

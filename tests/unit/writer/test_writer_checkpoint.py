@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import replace
 
 import pytest
@@ -18,12 +19,13 @@ from slatelib.core.checkpoints import expired_checkpoints, is_writer_checkpoint,
 from slatelib.core.manifest import Checkpoint, Manifest
 from slatelib.errors import InvalidDbStateError, UnavailableError
 from slatelib.objstore import ObjectStore
+from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore
 from slatelib.txn import update_versioned
-from tests.unit.writer.support import writer_settings
+from tests.unit.writer.support import compact_l0, writer_settings
 
 PATH = "db"
 LIFETIME = 4 * 3600
@@ -189,3 +191,56 @@ def test_wal_ssts_of_concurrent_writers_stay_under_the_byte_cap(
         sizes.append(sum(len(r[0]) + len(r[3]) + 32 for r in rows))
     assert sum(sizes) == 9 * 135 and max(sizes) <= cap  # 8 piled-up writes: 4 WAL SSTs
     assert len(sizes) == 1 + 4
+
+
+def test_a_checkpoint_move_with_a_lost_response_stops_reads_through_the_unpinned_version(
+    db: Db, flaky: FlakyObjectStore, store: ObjectStore, clock: FakeClock
+) -> None:
+    db.put(b"a", b"1")
+    db.flush()
+    old_l0 = latest(store).value.l0[0].sst_id
+    compact_l0(store, PATH, now_ms=clock.now_ms())
+    flaky.fail_after("put_if_absent", path="/manifest/")  # the move lands, its response is lost
+    with pytest.raises(UnavailableError):
+        db.refresh()
+    moved = latest(store)
+    assert writer_checkpoint_of(store).manifest_id == moved.id and moved.value.l0 == ()
+    store.delete(DbPaths(PATH).compacted(old_l0))  # nothing pins the old L0 now: GC may do this
+    assert db.get(b"a") == b"1"
+
+
+def test_a_removed_checkpoint_stops_reads_even_when_the_tree_changed_too(
+    db: Db, flaky: FlakyObjectStore, store: ObjectStore, clock: FakeClock
+) -> None:
+    db.put(b"a", b"1")
+    db.flush()
+    compact_l0(store, PATH, now_ms=clock.now_ms())
+    update_versioned(ManifestStore(store, PATH),
+                     lambda cur: remove_checkpoints(cur.value, {writer_checkpoint_of(store).id}))
+    fail_manifest_writes(flaky)
+    with pytest.raises(UnavailableError):
+        db.refresh()
+    assert db._flusher.read_deadline_s == 0  # noqa: SLF001
+    with pytest.raises(UnavailableError, match="refused"):
+        db.get(b"a")
+
+
+def test_a_poll_requested_while_the_flusher_stops_is_answered(
+    store: ObjectStore, clock: FakeClock
+) -> None:
+    requested: list[Future[None]] = []
+
+    def stop_during_the_poll(_seconds: float) -> None:  # runs on the flusher thread
+        requested.append(db._flusher.request_poll())  # noqa: SLF001 - a read past its deadline
+        db._flusher.stop()  # noqa: SLF001 - close() stopping the flusher meanwhile
+
+    flaky = FlakyObjectStore(store, sleep=stop_during_the_poll)
+    db = Db.open(PATH, flaky, writer_settings(), clock=clock)
+    flaky.delay(path="/manifest", seconds=1, times=1)
+    db.refresh()
+    db._flusher.stop()  # noqa: SLF001 - waits for the flusher thread to end
+    [pending] = requested
+    assert pending.done()
+    with pytest.raises(UnavailableError, match="stopped"):
+        pending.result(timeout=0)
+    db.close(flush=None)
