@@ -247,13 +247,13 @@ def outcome(decode: Callable[[bytes], list[Row]], data: bytes) -> tuple[str, Any
         return "corrupt", None
 
 
-def same_outcome_v2(data: bytes) -> tuple[str, Any]:
+def check_same_outcome_v2(data: bytes) -> tuple[str, Any]:
     py = outcome(decode_block_v2_py, data)
     assert outcome(decode_block_v2, data) == py
     return py
 
 
-def same_outcome_v1(data: bytes) -> tuple[str, Any]:
+def check_same_outcome_v1(data: bytes) -> tuple[str, Any]:
     py = outcome(decode_block_v1_py, data)
     assert outcome(decode_block_v1, data) == py
     return py
@@ -288,9 +288,9 @@ def v1_expected(rows: list[Row]) -> list[Row]:
 @DIFF
 @given(row_lists, st.sampled_from([64, 4096, 65535]))
 def test_decoders_match_reference_on_valid_blocks(rows: list[Row], block_size: int) -> None:
-    v2 = [same_outcome_v2(b) for b in cut_blocks(rows, BlockBuilderV2, block_size)]
+    v2 = [check_same_outcome_v2(b) for b in cut_blocks(rows, BlockBuilderV2, block_size)]
     assert [r for ok, got in v2 for r in got] == rows
-    v1 = [same_outcome_v1(b) for b in cut_blocks(rows, BlockBuilderV1, block_size)]
+    v1 = [check_same_outcome_v1(b) for b in cut_blocks(rows, BlockBuilderV1, block_size)]
     assert [r for ok, got in v1 for r in got] == v1_expected(rows)
     for block in cut_blocks(rows, BlockBuilderV2, block_size):
         assert decode_block_v2(bytearray(block)) == decode_block_v2(memoryview(block))
@@ -300,7 +300,7 @@ def test_decoders_match_reference_on_valid_blocks(rows: list[Row], block_size: i
 def test_oversized_rows_decode_alike() -> None:
     """A 70000-byte value: its own block, past every u16 limit of the block trailer."""
     big = [(b"big", 7, VALUE, b"\xff" * 70000, None, 1), (b"c", 1, TOMBSTONE, b"", 5, None)]
-    for builder, same in ((BlockBuilderV2, same_outcome_v2), (BlockBuilderV1, same_outcome_v1)):
+    for builder, same in ((BlockBuilderV2, check_same_outcome_v2), (BlockBuilderV1, check_same_outcome_v1)):
         blocks = cut_blocks(big, builder, 65535)
         assert len(blocks) == 2
         assert same(blocks[0]) == ("ok", big[:1])
@@ -310,8 +310,8 @@ def test_oversized_rows_decode_alike() -> None:
 @needs_native
 def test_decoders_accept_empty_blocks_like_the_reference() -> None:
     for data in (b"\x00\x00", b"", b"\x00", b"\x01", b"\xff\xff"):
-        same_outcome_v2(data)
-        same_outcome_v1(data)
+        check_same_outcome_v2(data)
+        check_same_outcome_v1(data)
     assert decode_block_v2(b"\x00\x00") == []
     assert decode_block_v1(b"junk\x00\x00") == []  # v1 reads only what the offsets name
 
@@ -345,8 +345,8 @@ small_row_lists = st.lists(rows_of(), min_size=1, max_size=10)
 def test_mangled_v2_blocks_decode_alike(rows: list[Row], data: st.DataObject) -> None:
     block = encode_block_v2(rows)
     cut = data.draw(st.integers(0, len(block)))
-    same_outcome_v2(block[:cut])
-    same_outcome_v2(_mangle(block, data))
+    check_same_outcome_v2(block[:cut])
+    check_same_outcome_v2(_mangle(block, data))
 
 
 @needs_native
@@ -355,16 +355,16 @@ def test_mangled_v2_blocks_decode_alike(rows: list[Row], data: st.DataObject) ->
 def test_mangled_v1_blocks_decode_alike(rows: list[Row], data: st.DataObject) -> None:
     block = v1_block(rows)
     cut = data.draw(st.integers(0, len(block)))
-    same_outcome_v1(block[:cut])
-    same_outcome_v1(_mangle(block, data))
+    check_same_outcome_v1(block[:cut])
+    check_same_outcome_v1(_mangle(block, data))
 
 
 @needs_native
 @FUZZ
 @given(st.binary(max_size=200))
 def test_random_bytes_decode_alike(data: bytes) -> None:
-    same_outcome_v2(data)
-    same_outcome_v1(data)
+    check_same_outcome_v2(data)
+    check_same_outcome_v1(data)
 
 
 def _varint(n: int, pad: int = 0) -> bytes:
@@ -429,14 +429,14 @@ def raw_v1_blocks(draw: st.DrawFn) -> bytes:
 @FUZZ
 @given(raw_v2_blocks())
 def test_field_level_fuzzed_v2_blocks_decode_alike(data: bytes) -> None:
-    same_outcome_v2(data)
+    check_same_outcome_v2(data)
 
 
 @needs_native
 @FUZZ
 @given(raw_v1_blocks())
 def test_field_level_fuzzed_v1_blocks_decode_alike(data: bytes) -> None:
-    same_outcome_v1(data)
+    check_same_outcome_v1(data)
 
 
 @needs_native
@@ -450,8 +450,8 @@ def test_decoders_reject_the_documented_corruptions() -> None:
     long_shared[3 + 2 + 9] = 3  # second row claims 3 shared bytes of a 2-byte key
     past_end = encode_block_v2([(b"k", 1, VALUE, b"v", None, None)])[:-3] + b"\x00\x01"
     for bad in (tomb, merge_unknown, long_shared, past_end):
-        assert same_outcome_v2(bytes(bad)) == ("corrupt", None)
-    assert same_outcome_v2(bytes(two)) == (
+        assert check_same_outcome_v2(bytes(bad)) == ("corrupt", None)
+    assert check_same_outcome_v2(bytes(two)) == (
         "ok", [(b"ab", 1, VALUE, b"", None, None), (b"ac", 1, VALUE, b"", None, None)]
     )
     with pytest.raises(CorruptObjectError, match="malformed v2 block"):
@@ -462,7 +462,7 @@ def test_decoders_reject_the_documented_corruptions() -> None:
 def test_tombstone_value_bytes_are_dropped_alike() -> None:
     row = bytearray(encode_block_v2([(b"k", 1, VALUE, b"xy", None, None)]))
     row[3 + 1 + 2 + 8] = 0x01  # turn the value row into a tombstone that still has a value
-    assert same_outcome_v2(bytes(row)) == ("ok", [(b"k", 1, TOMBSTONE, b"", None, None)])
+    assert check_same_outcome_v2(bytes(row)) == ("ok", [(b"k", 1, TOMBSTONE, b"", None, None)])
 
 
 @needs_native
