@@ -28,6 +28,7 @@ spark-submit {{ params.spark_submit_args }} \
 {% for db in params.databases %}  --db {{ db }} \
 {% endfor %}{% if params.dbs_file %}  --dbs-file {{ params.dbs_file }} \
 {% endif %}{% if params.discover %}  --discover {{ params.discover }} \
+{% endif %}{% if params.store_root %}  --store-root {{ params.store_root }} \
 {% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} \
 {% endfor %}{% if params.policy %}  --policy {{ params.policy }} \
 {% endif %}{% if params.max_sst_size %}  --max-sst-size {{ params.max_sst_size }} \
@@ -50,6 +51,7 @@ with DAG(
         "databases": [],
         "dbs_file": "",
         "discover": "",
+        "store_root": "",
         "conf_files": ["conf/base.toml"],
         "policy": "",
         "max_sst_size": "",

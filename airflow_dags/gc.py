@@ -28,6 +28,7 @@ spark-submit {{ params.spark_submit_args }} \
 {% for db in params.databases %}  --db {{ db }} \
 {% endfor %}{% if params.dbs_file %}  --dbs-file {{ params.dbs_file }} \
 {% endif %}{% if params.discover %}  --discover {{ params.discover }} \
+{% endif %}{% if params.store_root %}  --store-root {{ params.store_root }} \
 {% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} \
 {% endfor %}{% if params.min_age %}  --min-age {{ params.min_age }} \
 {% endif %}{% if params.dry_run is sameas true %}  --dry-run \
@@ -49,6 +50,7 @@ with DAG(
         "databases": [],
         "dbs_file": "",
         "discover": "",
+        "store_root": "",
         "conf_files": ["conf/base.toml"],
         "min_age": "",
         "dry_run": None,

@@ -24,6 +24,7 @@ from slatelib.cli.app import EXIT_OK, EXIT_USAGE, exit_code_for
 from slatelib.config import Settings, load_settings
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.objstore import open_store, split_db_url
+from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
 
 log = logging.getLogger("slatelib.jobs")
@@ -48,10 +49,37 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
                    help="file with one database URL per line (# comments allowed)")
     p.add_argument("--discover", metavar="PREFIX_URL",
                    help="every database under this prefix URL, e.g. s3://bucket/tenants/")
+    p.add_argument("--store-root", metavar="URL",
+                   help="root of the object store the databases were created in, when it is "
+                        "not the bucket (or / for file://): clones name their parents "
+                        "relative to it, e.g. --store-root file:///data --db file:///data/clone")
     p.add_argument("--conf", action="append", default=[], metavar="FILE",
                    help="settings TOML (repeatable; later files win)")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("-v", "--verbose", action="count", default=0)
+
+
+def split_under_root(url: str, store_root: str | None, *,
+                     allow_root: bool = False) -> tuple[str, str]:
+    """``(store URL, path inside it)`` of a database URL: split at the bucket (or ``/``)
+    by default, at ``store_root`` when given (clones' ``external_dbs`` paths are relative to
+    the root their creator opened the store at).
+
+    Raises:
+        InvalidArgumentError: a malformed URL, or one that does not lie under ``store_root``
+            (``allow_root``: the root itself is accepted, with an empty path).
+    """
+    if store_root is None:
+        return split_db_url(url)
+    base, full = split_store_url(url, what="database url")
+    root_base, root_path = split_store_url(store_root, what="--store-root")
+    inside = not root_path or full == root_path or full.startswith(root_path + "/")
+    if base != root_base or not inside:
+        raise InvalidArgumentError(f"{url!r} is not under --store-root {store_root!r}")
+    path = full[len(root_path):].lstrip("/") if root_path else full
+    if not path and not allow_root:
+        raise InvalidArgumentError(f"{url!r} names the store root {store_root!r}, not a database")
+    return join_store_url(root_base, root_path), path
 
 
 def resolve_targets(args: argparse.Namespace) -> list[DbTarget]:
@@ -67,12 +95,13 @@ def resolve_targets(args: argparse.Namespace) -> list[DbTarget]:
                 urls += [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
         except OSError as exc:
             raise InvalidArgumentError(f"--dbs-file {args.dbs_file}: {exc}") from exc
+    root = getattr(args, "store_root", None)
     targets = []
     for url in urls:
-        store_url, path = split_db_url(url)
+        store_url, path = split_under_root(url, root)
         targets.append(DbTarget(store_url, path, url))
     if args.discover:
-        store_url, prefix = split_db_url(args.discover)
+        store_url, prefix = split_under_root(args.discover, root, allow_root=True)
         for root in discover_databases(open_store(store_url), prefix):
             targets.append(DbTarget(store_url, root, f"{store_url.rstrip('/')}/{root}"))
     if not targets:

@@ -130,6 +130,23 @@ def _join_url(root: str, path: str) -> str:
     return root + path if root.endswith("/") else f"{root}/{path}"
 
 
+def split_store_url(url: str, *, what: str = "url") -> tuple[str, str]:
+    """Split a URL into the URL of the scheme's root (the bucket, ``file:///``) and the
+    normalized path below it, which may be empty: ``"file:///data"`` gives
+    ``("file:///", "data")``.
+
+    Raises:
+        InvalidArgumentError: unknown scheme, malformed URL or invalid path.
+    """
+    scheme, host, path = _parse(url, what)
+    return _root_url(scheme, host), path
+
+
+def join_store_url(root: str, path: str) -> str:
+    """The URL of ``path`` below the root URL ``root`` (inverse of :func:`split_store_url`)."""
+    return _join_url(root, path)
+
+
 def split_db_url(url: str) -> tuple[str, str]:
     """Split a database URL into the URL of its store root and the database path in it.
 

@@ -104,8 +104,13 @@ def run_destroy(
             try:
                 entry["status"] = ("released" if release_checkpoint(store, path, cid, clock)
                                    else "already gone")
-            except ManifestMissingError:
-                entry["status"] = "parent has no manifest (already destroyed)"
+            except ManifestMissingError:  # as 0.17's delete_db: nothing left to release
+                entry["status"] = (
+                    f"parent has no manifest at {path!r} in {store.url}: already destroyed, "
+                    "or this is not the store root the clone was created in (jobs: "
+                    "--store-root)")
+                log.warning("gc destroy found no parent manifest [root=%s, parent=%s, "
+                            "store=%s]", root, path, store.url)
     with report.phase("destroy"):
         fresh = read_latest_manifest(store, root, latest.id)
         again = destroy_verdict(fresh.value, clock.now_ms() / 1000, options.db_delete_grace_s)

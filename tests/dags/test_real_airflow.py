@@ -88,7 +88,8 @@ def job_argv(command: str, job: str) -> list[str]:
 def bag() -> dict[str, Any]:
     return load({
         "gc": [{}, {"databases": ["s3://b/db1", "s3://b/db2"], "dry_run": False},
-               {"discover": "s3://b/tenants/", "min_age": "10min", "dry_run": True}],
+               {"discover": "s3://b/tenants/", "min_age": "10min", "dry_run": True,
+                "store_root": "s3://b"}],
         "compaction": [{}, {"dbs_file": "/etc/slatelib/dbs.txt", "policy": "full",
                             "parallelism": "16", "dry_run": True}],
     })
@@ -119,6 +120,7 @@ def test_gc_commands_rendered_by_airflow_are_accepted_by_the_job(bag: dict[str, 
     assert listed.db == ["s3://b/db1", "s3://b/db2"] and listed.dry_run is False
     assert (discovered.discover, discovered.min_age, discovered.dry_run) == \
         ("s3://b/tenants/", "10min", True)
+    assert default.store_root is None and discovered.store_root == "s3://b"
 
 
 def test_compaction_commands_rendered_by_airflow_are_accepted_by_the_job(
