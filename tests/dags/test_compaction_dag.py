@@ -10,76 +10,26 @@ Airflow.
 from __future__ import annotations
 
 import ast
-import importlib.util
-import shlex
-import sys
-import types
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 
 from jobs.compact import build_parser
+from tests.dags.fake_airflow import ROOT, FakeDag, load_dag
+from tests.dags.fake_airflow import render as render_job
 
 pytestmark = pytest.mark.dags
 
-ROOT = Path(__file__).resolve().parents[2]
 DAG_FILE = ROOT / "airflow_dags" / "compaction.py"
-
-
-class FakeDag:
-    current: FakeDag | None = None
-
-    def __init__(self, dag_id: str, **kwargs: Any) -> None:
-        self.dag_id = dag_id
-        self.kwargs = kwargs
-        self.tasks: list[FakeBash] = []
-
-    def __enter__(self) -> FakeDag:
-        FakeDag.current = self
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        FakeDag.current = None
-
-
-class FakeBash:
-    def __init__(self, *, task_id: str, bash_command: str, **kwargs: Any) -> None:
-        self.task_id = task_id
-        self.bash_command = bash_command
-        self.kwargs = kwargs
-        assert FakeDag.current is not None, "operator created outside a DAG"
-        FakeDag.current.tasks.append(self)
 
 
 @pytest.fixture
 def dag(monkeypatch: pytest.MonkeyPatch) -> FakeDag:
-    airflow = types.ModuleType("airflow")
-    airflow.DAG = FakeDag  # type: ignore[attr-defined]
-    bash = types.ModuleType("airflow.providers.standard.operators.bash")
-    bash.BashOperator = FakeBash  # type: ignore[attr-defined]
-    for name, mod in {"airflow": airflow, "airflow.providers": types.ModuleType("p"),
-                      "airflow.providers.standard": types.ModuleType("s"),
-                      "airflow.providers.standard.operators": types.ModuleType("o"),
-                      "airflow.providers.standard.operators.bash": bash}.items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    before = set(sys.modules)
-    spec = importlib.util.spec_from_file_location("compaction_dag_under_test", DAG_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert not {m for m in set(sys.modules) - before if m.startswith("slatelib")}
-    loaded: FakeDag = module.dag
-    return loaded
+    return load_dag(monkeypatch, DAG_FILE)
 
 
 def render(dag: FakeDag, **overrides: Any) -> list[str]:
-    params = {**dag.kwargs["params"], **overrides}
-    text = jinja2.Template(dag.tasks[0].bash_command).render(
-        params=params, ts_nodash="20260101T000000")
-    argv = shlex.split(text.replace("\\\n", " "))
-    return argv[argv.index("jobs/compact.py") + 1:]
+    return render_job(dag, "jobs/compact.py", **overrides)
 
 
 def test_dag_file_compiles_and_imports_only_airflow_and_the_standard_library() -> None:
