@@ -1,6 +1,7 @@
 """Scheduled compaction of SlateDB databases: ``spark-submit jobs/compact.py``.
 
-No logic here and nothing from slatelib is imported: the DAG renders one spark-submit
+No logic here and nothing from slatelib is imported (the command and params shared by
+the DAGs are in ``slatelib_dag_common``): the DAG renders one spark-submit
 command from its params (override them per run with ``dag_run.conf``, e.g.
 ``{"policy": "full"}`` for a weekly full compaction, or ``{"dry_run": true}`` to see the
 plan). The policy and its options default to the ``[compaction]`` section of the
@@ -14,27 +15,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow import DAG
+from slatelib_dag_common import job_command, job_params
 
 try:  # Airflow 3
     from airflow.providers.standard.operators.bash import BashOperator
 except ImportError:  # Airflow 2
     from airflow.operators.bash import BashOperator
 
-COMPACT_COMMAND = """\
-cd {{ params.project_dir }} && \
-spark-submit {{ params.spark_submit_args }} \
-  --py-files {{ params.py_files }} \
-  jobs/compact.py \
-{% for db in params.databases %}  --db {{ db }} \
-{% endfor %}{% if params.dbs_file %}  --dbs-file {{ params.dbs_file }} \
-{% endif %}{% if params.discover %}  --discover {{ params.discover }} \
-{% endif %}{% if params.store_root %}  --store-root {{ params.store_root }} \
-{% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} \
-{% endfor %}{% if params.policy %}  --policy {{ params.policy }} \
-{% endif %}{% if params.max_sst_size %}  --max-sst-size {{ params.max_sst_size }} \
-{% endif %}{% if params.parallelism %}  --parallelism {{ params.parallelism }} \
-{% endif %}{% if params.dry_run is sameas true %}  --dry-run \
-{% endif %}  --report {{ params.report_dir }}/compaction-{{ ts_nodash }}.json"""
+COMPACT_COMMAND = job_command("compact", (
+    "{% if params.policy %}  --policy {{ params.policy }} "
+    "{% endif %}{% if params.max_sst_size %}  --max-sst-size {{ params.max_sst_size }} "
+    "{% endif %}{% if params.parallelism %}  --parallelism {{ params.parallelism }} "
+    "{% endif %}{% if params.dry_run is sameas true %}  --dry-run "
+    "{% endif %}"
+), "compaction")
 
 with DAG(
     dag_id="compaction",
@@ -44,21 +38,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
-    params={
-        "project_dir": "/opt/slatelib",
-        "spark_submit_args": "--master yarn --deploy-mode client",
-        "py_files": "dist/slatelib-0.1.0-py3-none-any.whl",
-        "databases": [],
-        "dbs_file": "",
-        "discover": "",
-        "store_root": "",
-        "conf_files": ["conf/base.toml"],
-        "policy": "",
-        "max_sst_size": "",
-        "parallelism": "",
-        "dry_run": False,
-        "report_dir": "/var/log/slatelib",
-    },
+    params=job_params(policy="", max_sst_size="", parallelism="", dry_run=False),
     tags=["slatelib", "compaction"],
 ) as dag:
     BashOperator(task_id="compact", bash_command=COMPACT_COMMAND,

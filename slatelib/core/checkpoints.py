@@ -158,18 +158,29 @@ def is_writer_checkpoint(c: Checkpoint) -> bool:
 
 
 def writer_checkpoint(
-    next_manifest_id: int, epoch: int, *, now_s: float, checkpoint_id: uuid.UUID | None = None
+    next_manifest_id: int, epoch: int, *, now_s: float, lifetime_s: float,
+    checkpoint_id: uuid.UUID | None = None,
 ) -> Checkpoint:
-    """The checkpoint a writer of ``epoch`` keeps on the manifest it writes next
-    (seed 002: pins ``V + 1``, never expires, ``WriterCheckpoint { epoch }``).
+    """The checkpoint a writer of ``epoch`` keeps on the manifest it writes next (seed 002:
+    pins ``V + 1``, ``WriterCheckpoint { epoch }``, plus slatelib's name). Seed 002 lets it
+    never expire; slatelib's expires ``lifetime_s`` from now (docs/rfcs/0005).
 
     Raises:
-        InvalidArgumentError: a time outside u32.
+        InvalidArgumentError: a negative lifetime, or a time outside the u32 seconds of the
+            manifest format.
     """
+    if lifetime_s < 0:
+        raise InvalidArgumentError(f"writer checkpoint lifetime must not be negative: {lifetime_s}")
+    expire = math.floor(now_s + lifetime_s)
+    if expire > U32_MAX:
+        raise InvalidArgumentError(
+            f"writer checkpoint expiry {expire} (now + {lifetime_s}s) is beyond the u32 "
+            "seconds a manifest can hold; lower writer.checkpoint_lifetime"
+        )
     return Checkpoint(
         id=checkpoint_id or uuid.uuid4(),
         manifest_id=next_manifest_id,
-        expire_time_s=None,
+        expire_time_s=_secs(expire, "expiry time"),
         create_time_s=_secs(now_s, "creation time"),
         writer_epoch=epoch,
         name=WRITER_CHECKPOINT_NAME,

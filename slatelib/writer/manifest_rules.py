@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from slatelib.core.checkpoints import (
-    U32_MAX,
     check_writable_state,
     lsm_changed,
     refresh_due,
@@ -41,35 +40,13 @@ from slatelib.core.manifest import (
     SstHandle,
     SstView,
 )
-from slatelib.errors import FencedError, InvalidArgumentError, UnsupportedFeatureError
+from slatelib.errors import FencedError, UnsupportedFeatureError
 from slatelib.format.seq_tracker import Pair, decode_seq_tracker, encode_seq_tracker, track_all
 from slatelib.txn import check_writer_epoch
 
 READ_MARGIN = 0.25
 """Fraction of the checkpoint lifetime before its expiry at which the writer stops reading
 through the manifest it pins (clock skew against GC, reads in progress)."""
-
-
-def expiring_writer_checkpoint(
-    next_id: int, epoch: int, *, now_s: float, lifetime_s: float, checkpoint_id: uuid.UUID
-) -> Checkpoint:
-    """The writer checkpoint for the manifest written as ``next_id``: ``WriterCheckpoint``
-    metadata and name as seed 002 and slatelib use them, expiring at ``now + lifetime``.
-
-    Raises:
-        InvalidArgumentError: a negative lifetime or an expiry outside the u32 seconds of
-            the manifest format.
-    """
-    if lifetime_s < 0:
-        raise InvalidArgumentError(f"writer checkpoint lifetime must not be negative: {lifetime_s}")
-    expire = math.floor(now_s + lifetime_s)
-    if expire > U32_MAX:
-        raise InvalidArgumentError(
-            f"writer checkpoint expiry {expire} (now + {lifetime_s}s) is beyond the u32 "
-            "seconds a manifest can hold; lower writer.checkpoint_lifetime"
-        )
-    cp = writer_checkpoint(next_id, epoch, now_s=now_s, checkpoint_id=checkpoint_id)
-    return replace(cp, expire_time_s=expire)
 
 
 def read_deadline_s(cp: Checkpoint | None, lifetime_s: float) -> float:
@@ -149,7 +126,7 @@ def plan_writer_claim(
     Raises:
         FencedError: our claim landed but a newer writer claimed after it.
         InvalidDbStateError / UnsupportedFeatureError: see :func:`check_openable`.
-        InvalidArgumentError: see :func:`expiring_writer_checkpoint`.
+        InvalidArgumentError: see :func:`~slatelib.core.checkpoints.writer_checkpoint`.
     """
     mine = m.checkpoint(checkpoint_id)
     if mine is not None:
@@ -161,7 +138,7 @@ def plan_writer_claim(
         return None
     check_openable(m, path)
     epoch = m.writer_epoch + 1
-    cp = expiring_writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
+    cp = writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
                                     checkpoint_id=checkpoint_id)
     return replace(with_writer_checkpoint(m, cp), writer_epoch=epoch)
 
@@ -222,7 +199,7 @@ def plan_flush_commit(
         sequence_tracker=_tracker(m, flush.tracker),
     )
     out = prune_external_sst_ids(out)
-    cp = expiring_writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
+    cp = writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
                                     checkpoint_id=checkpoint_id)
     return with_writer_checkpoint(out, cp)
 
@@ -242,5 +219,5 @@ def plan_checkpoint_move(
     if m.checkpoint(checkpoint_id) is not None:
         return None
     out = prune_external_sst_ids(m)
-    return with_writer_checkpoint(out, expiring_writer_checkpoint(
+    return with_writer_checkpoint(out, writer_checkpoint(
         next_id, epoch, now_s=now_s, lifetime_s=lifetime_s, checkpoint_id=checkpoint_id))

@@ -44,7 +44,8 @@ class FakeBash:
 
 
 def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
-    """Execute ``dag_file`` against the stand-in; fails if it imports slatelib."""
+    """Execute ``dag_file`` (and ``slatelib_dag_common`` next to it) against the stand-in;
+    fails if either imports slatelib."""
     airflow = types.ModuleType("airflow")
     airflow.DAG = FakeDag  # type: ignore[attr-defined]
     bash = types.ModuleType("airflow.providers.standard.operators.bash")
@@ -54,12 +55,14 @@ def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
                       "airflow.providers.standard.operators": types.ModuleType("o"),
                       "airflow.providers.standard.operators.bash": bash}.items():
         monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.syspath_prepend(str(dag_file.parent))  # as Airflow does for its DAGs folder
+    monkeypatch.delitem(sys.modules, "slatelib_dag_common", raising=False)
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(f"{dag_file.stem}_dag_under_test", dag_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert not {m for m in set(sys.modules) - before if m.startswith("slatelib")}
+    assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("slatelib", "jobs")}
     loaded: FakeDag = module.dag
     return loaded
 

@@ -41,7 +41,7 @@ def test_dag_file_compiles_and_imports_only_airflow_and_the_standard_library() -
             imported.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "datetime", "airflow"}, imported
+    assert imported <= {"__future__", "datetime", "airflow", "slatelib_dag_common"}, imported
 
 
 def test_dag_has_one_spark_submit_task_and_runs_one_at_a_time(dag: FakeDag) -> None:

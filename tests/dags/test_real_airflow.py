@@ -68,6 +68,7 @@ def load(overrides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     home = ROOT / "var" / "airflow-home"
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "airflow_dags"),  # on sys.path, as deployed
            "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
     done = subprocess.run(
         [airflow_python(), "-c", _PROBE, str(ROOT / "airflow_dags"), TS],

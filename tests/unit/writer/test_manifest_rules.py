@@ -7,7 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from slatelib.core.checkpoints import WRITER_CHECKPOINT_NAME, is_writer_checkpoint
+from slatelib.core.checkpoints import (
+    WRITER_CHECKPOINT_NAME,
+    is_writer_checkpoint,
+    writer_checkpoint,
+)
 from slatelib.core.manifest import (
     Checkpoint,
     ExternalDb,
@@ -29,7 +33,6 @@ from slatelib.ids import Ulid
 from slatelib.writer.manifest_rules import (
     L0Flush,
     check_openable,
-    expiring_writer_checkpoint,
     plan_checkpoint_move,
     plan_flush_commit,
     plan_writer_claim,
@@ -167,10 +170,10 @@ def test_checkpoint_move() -> None:
 
 def test_a_writer_checkpoint_expiry_must_fit_the_manifest() -> None:
     with pytest.raises(InvalidArgumentError, match="checkpoint_lifetime"):
-        expiring_writer_checkpoint(2, 1, now_s=NOW, lifetime_s=200 * 365 * 86400.0,
+        writer_checkpoint(2, 1, now_s=NOW, lifetime_s=200 * 365 * 86400.0,
                                    checkpoint_id=uuid.uuid4())
     with pytest.raises(InvalidArgumentError, match="negative"):
-        expiring_writer_checkpoint(2, 1, now_s=NOW, lifetime_s=-1, checkpoint_id=uuid.uuid4())
+        writer_checkpoint(2, 1, now_s=NOW, lifetime_s=-1, checkpoint_id=uuid.uuid4())
 
 
 def test_the_writer_stops_reading_a_quarter_lifetime_before_its_checkpoint_expires() -> None:
