@@ -20,17 +20,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from slatelib.cli.app import EXIT_OK, EXIT_USAGE, exit_code_for
 from slatelib.config import Settings, load_settings
 from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.exit_codes import (
+    EXIT_ERROR,
+    EXIT_NAMES,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code_for,
+    exit_name,
+)
 from slatelib.objstore import open_store, split_db_url
 from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
 
 log = logging.getLogger("slatelib.jobs")
 
-EXIT_NAMES = {0: "success", 1: "error", 2: "invalid_input", 3: "fenced", 4: "conflict",
-              5: "data_error", 6: "io_failure"}
+__all__ = ["EXIT_NAMES", "DbTarget", "add_common_args", "configure_logging", "emit_report",
+           "exit_code_for", "resolve_targets", "run_isolated", "settings_from", "usage_error"]
 
 
 @dataclass(frozen=True)
@@ -142,14 +149,14 @@ def run_isolated(
         try:
             result = fn(t)
             code = int(result.pop("exit_code", EXIT_OK))
-            result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"), **result}
+            result = {"db": t.name, "status": exit_name(code), **result}
         except SlateError as exc:
             code = exit_code(exc)
             log.error("job failed [db=%s, error=%s]", t.name, exc)
-            result = {"db": t.name, "status": EXIT_NAMES.get(code, "error"),
+            result = {"db": t.name, "status": exit_name(code),
                       "error": {"type": type(exc).__name__, "message": str(exc)}}
         except Exception as exc:  # a bug or an unexpected library error: isolate it too
-            code = 1
+            code = EXIT_ERROR
             log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
             result = {"db": t.name, "status": "error",
                       "error": {"type": type(exc).__name__, "message": str(exc)}}

@@ -34,15 +34,15 @@ from jobs._common import (
     add_common_args,
     configure_logging,
     emit_report,
+    exit_code_for,
     resolve_targets,
     run_isolated,
     settings_from,
     usage_error,
 )
-from slatelib.cli.app import exit_code_for
 from slatelib.cli.compact_cmds import add_compaction_args, parse_positive, parse_sources
 from slatelib.config import Settings
-from slatelib.errors import CommitStateUnknownError, InvalidArgumentError, StorageError
+from slatelib.errors import InvalidArgumentError
 from slatelib.objstore import open_store
 from slatelib.ops.compact import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 
@@ -50,14 +50,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("slatelib.jobs.compact")
-EXIT_IO = 6
-
-
-def job_exit_code(exc: BaseException) -> int:
-    """The CLI's codes, with every storage failure reported as an I/O failure (6)."""
-    if isinstance(exc, StorageError | CommitStateUnknownError):
-        return EXIT_IO
-    return exit_code_for(exc)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +91,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         report["outcome"] = report.pop("status")
         return report
 
-    results, code = run_isolated(targets, one, exit_code=job_exit_code,
+    results, code = run_isolated(targets, one, exit_code=exit_code_for,
                                  concurrency=settings.compaction.db_concurrency,
                                  setting="compaction.db_concurrency")
     totals: dict[str, int] = {"databases": len(results),

@@ -16,6 +16,7 @@ Only the kinds are API; message text is not. Each kind tells the caller what to 
     │   ├── AlreadyExistsError    a create-if-absent put found the object there
     │   └── FencedError           a newer writer/compactor epoch exists: stop, never retry
     ├── InvalidDbStateError       the database is not in a state that allows this operation
+    │   └── CompactorActiveError  another compactor may be running: compaction will not fence it
     ├── UnavailableError          transient storage or network fault: back off and retry
     ├── StorageError              non-transient storage failure (permission, unsupported op)
     ├── CommitStateUnknownError   outcome unknown: re-read before any cleanup
@@ -103,6 +104,13 @@ class FencedError(ConflictError):
 
 class InvalidDbStateError(SlateError):
     """The database state forbids the operation (uninitialized, destroyed, live checkpoints)."""
+
+
+class CompactorActiveError(InvalidDbStateError):
+    """Another compactor (0.17's embedded or standalone one, or a coordinator) may be running
+    on the database, and fencing it would stop it (an embedded compactor's whole ``Db`` with
+    it). Compaction refuses before its first write; ``--takeover`` overrides once the other
+    compactor is turned off."""
 
 
 class UnavailableError(SlateError):

@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelib.config import Settings, load_settings
-from slatelib.errors import (
-    ConflictError,
-    DataError,
-    FencedError,
-    InvalidArgumentError,
-    InvalidDbStateError,
-    SlateError,
-    UnavailableError,
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.exit_codes import (  # re-exported: commands and tests import them from here
+    EXIT_COMPACTOR_ACTIVE,
+    EXIT_CONFLICT,
+    EXIT_DATA,
+    EXIT_ERROR,
+    EXIT_FENCED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url
 from slatelib.paths import normalize_path
@@ -35,13 +38,11 @@ COMMAND_MODULES = [
     "slatelib.cli.compact_cmds",
 ]
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_FENCED = 3
-EXIT_CONFLICT = 4
-EXIT_DATA = 5
-EXIT_UNAVAILABLE = 6
+__all__ = [
+    "EXIT_COMPACTOR_ACTIVE", "EXIT_CONFLICT", "EXIT_DATA", "EXIT_ERROR", "EXIT_FENCED",
+    "EXIT_OK", "EXIT_UNAVAILABLE", "EXIT_USAGE", "Context", "build_parser", "exit_code_for",
+    "main",
+]
 
 
 @dataclass
@@ -99,20 +100,6 @@ def _context(args: argparse.Namespace) -> Context:
     if path is not None:
         path = normalize_path(path, what="--path")
     return Context(args=args, settings=settings, store_url=store_url, path=path)
-
-
-def exit_code_for(exc: BaseException) -> int:
-    if isinstance(exc, FencedError):
-        return EXIT_FENCED
-    if isinstance(exc, ConflictError):
-        return EXIT_CONFLICT
-    if isinstance(exc, InvalidArgumentError):
-        return EXIT_USAGE
-    if isinstance(exc, DataError | InvalidDbStateError):
-        return EXIT_DATA
-    if isinstance(exc, UnavailableError):
-        return EXIT_UNAVAILABLE
-    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
