@@ -3,7 +3,7 @@ range across executors and committed by the driver with one manifest CAS.
 
     spark-submit jobs/compact.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
         [--policy l0|full|size-tiered] [--sources l0:<ULID>,sr:<id>,...]
-        [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--conf FILE ...]
+        [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--takeover] [--conf FILE ...]
         [--report FILE] [-v]
 
 Each database runs :func:`slatelib.ops.compact.run_compaction` with a Spark task runner:
@@ -17,7 +17,8 @@ isolated: one failing does not stop the others.
 Exit code: 0 when every database succeeded, else the first failure's: 2 invalid input,
 3 fenced (another compactor took over), 4 conflict (a source disappeared or the commit kept
 conflicting), 5 data error (a damaged or missing object, an unsupported database),
-6 I/O failure (storage unavailable or failing), 1 anything else.
+6 I/O failure (storage unavailable or failing), 7 compactor active (another compactor may
+hold the epoch: see --takeover), 1 anything else (slatelib/exit_codes.py).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         report = run_compaction(
             t.path, open_store(t.store_url), settings=settings, policy=args.policy,
             sources=sources, max_sst_size=max_sst, parallelism=parallelism,
-            dry_run=args.dry_run, runner=runner,
+            dry_run=args.dry_run, takeover=args.takeover, runner=runner,
         ).to_dict()
         report.pop("db")
         report["outcome"] = report.pop("status")

@@ -15,7 +15,8 @@ given; a dry run prints every decision as a JSON line (``{"db": ..., "action": .
 per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
 re-check), boundary moves, removed checkpoints, detached clones, refusals, errors and the
 time per phase. Exit code: 0 when every database succeeded, else the first failure's code
-(2 bad arguments, 3 fenced, 4 conflict, 5 data error, 6 storage unavailable, 1 other).
+(2 bad arguments, 3 fenced, 4 conflict, 5 data error or not a database root (no manifest,
+or the path is a file), 6 storage unavailable, 1 other).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from jobs._common import (
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
+from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.objstore import open_store
 from slatelib.ops.gc import check_db_spelling, gc_options, run_gc
 
@@ -51,13 +53,15 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     """The job's arguments (the common ones of ``jobs/_common.py`` plus GC's)."""
     p = argparse.ArgumentParser(prog="jobs/gc.py", description=__doc__.split("\n\n")[0])
+    accept_dash_values(p)  # --min-age -5min: "must not be negative"
     add_common_args(p)
     p.add_argument("--min-age", metavar="DURATION",
                    help="only objects older than this may go (default [gc] min_age, 5min)")
     p.add_argument("--force", action="store_true",
                    help="allow --min-age below [gc] min_age_floor (5min)")
-    p.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=None,
-                   help="decide and report only (default: [gc] dry_run, true)")
+    p.add_argument("--dry-run", action=OnOffFlag, default=None,
+                   help="decide and report only; --no-dry-run deletes; giving both is refused "
+                        "(default: [gc] dry_run, true)")
     return p
 
 

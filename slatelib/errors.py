@@ -11,7 +11,9 @@ Only the kinds are API; message text is not. Each kind tells the caller what to 
     │   ├── UnsupportedFeatureError   valid 0.17 data that slatelib does not handle yet
     │   └── ObjectMissingError
     │       ├── ManifestMissingError
-    │       └── SstMissingError
+    │       │   └── NotADatabaseRootError   no manifest under the path, or it is a file
+    │       ├── SstMissingError
+    │       └── PathIsFileError   a folder of the object's path is a file (local disk)
     ├── ConflictError             lost a CAS race: refresh and retry
     │   ├── AlreadyExistsError    a create-if-absent put found the object there
     │   └── FencedError           a newer writer/compactor epoch exists: stop, never retry
@@ -82,8 +84,42 @@ class ManifestMissingError(ObjectMissingError):
     """No manifest (at all, or with the requested id)."""
 
 
+class NotADatabaseRootError(ManifestMissingError):
+    """No database is (or can be) at ``root``: there is no manifest under it, or ``root``
+    or a folder above it is a file (``file``). Opening and creating refuse alike.
+
+    ``path`` is ``root``.
+    """
+
+    def __init__(self, root: str, *, file: str | None = None, detail: str = "") -> None:
+        self.root = root
+        self.file = file
+        where = repr(root or "the store root")
+        if file is not None and file == root:
+            text = f"{where} is a file, not a database root"
+        elif file is not None:
+            text = f"{where} is not a database root: {file!r} is a file, not a directory"
+        else:
+            text = f"no manifest under {where}: not a database root"
+        super().__init__(text + detail, path=root)
+
+
 class SstMissingError(ObjectMissingError):
     """An SST referenced by a manifest is missing from the store."""
+
+
+class PathIsFileError(ObjectMissingError):
+    """An object path runs through a file: ``file``, a folder of the path on the local file
+    system, is a regular file (None when it could not be identified). Nothing exists below a
+    file, and nothing can be written there.
+
+    ``path`` is the object path that was asked for.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 file: str | None = None) -> None:
+        self.file = file
+        super().__init__(message, path=path)
 
 
 class ConflictError(SlateError):

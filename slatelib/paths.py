@@ -17,6 +17,10 @@ WAL_DIR = "wal"
 COMPACTED_DIR = "compacted"
 COMPACTIONS_DIR = "compactions"
 GC_DIR = "gc"
+SLATELIB_DIR = "slatelib"
+"""slatelib's own objects inside a database root (0.17 never lists it)."""
+CLAIMS_DIR = "slatelib/claims"
+"""Compactor claim records (:mod:`slatelib.core.compactor_claim`)."""
 MANIFEST_EXT = "manifest"
 COMPACTIONS_EXT = "compactions"
 SST_EXT = "sst"
@@ -121,6 +125,13 @@ class DbPaths:
     @property
     def gc_dir(self) -> str:
         return self._dir(GC_DIR)
+
+    @property
+    def claims_dir(self) -> str:
+        return self._dir(CLAIMS_DIR)
+
+    def claim(self, epoch: int, run_id: str) -> str:
+        return f"{self.claims_dir}/{format_id(epoch)}.{run_id}.json"
 
     def manifest(self, manifest_id: int) -> str:
         return f"{self.manifest_dir}/{format_id(manifest_id)}.{MANIFEST_EXT}"

@@ -71,7 +71,7 @@ def cmd_destroy(ctx: Context) -> None:
     }
     if not r.soft:
         out.update(deleted_objects=r.deleted_objects, released_parents=list(r.released_parents),
-                   kept_objects=list(r.kept_objects))
+                   missing_parents=list(r.missing_parents), kept_objects=list(r.kept_objects))
     ctx.emit(out)
 
 

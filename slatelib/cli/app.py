@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelib.config import Settings, load_settings
-from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.errors import (
+    InvalidArgumentError,
+    NotADatabaseRootError,
+    PathIsFileError,
+    SlateError,
+)
 from slatelib.exit_codes import (  # re-exported: commands and tests import them from here
     EXIT_COMPACTOR_ACTIVE,
     EXIT_CONFLICT,
@@ -60,7 +65,12 @@ class Context:
         if self._store is None:
             if not self.store_url:
                 raise InvalidArgumentError("no store given: use --db URL or --store URL --path PATH")
-            self._store = open_store(self.store_url)
+            try:
+                self._store = open_store(self.store_url)
+            except PathIsFileError as err:
+                if self.path is None:
+                    raise
+                raise NotADatabaseRootError(self.path, file=err.file) from err
         return self._store
 
     @property

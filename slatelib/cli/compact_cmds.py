@@ -60,7 +60,13 @@ def add_compaction_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sst-size", help="target output SST size, e.g. 256MiB")
     p.add_argument("--parallelism", help="key ranges run at once (default: the cores)")
     p.add_argument("--dry-run", action="store_true",
-                   help="plan and split only; write nothing")
+                   help="plan and split only; write nothing (the report says who holds the "
+                        "compactor epoch)")
+    p.add_argument("--takeover", action="store_true",
+                   help="fence the compactor that holds the epoch even when it is not "
+                        "slatelib's (an official 0.17 compactor, a coordinator). Only after "
+                        "turning it off: a live official writer with its embedded compactor "
+                        "on closes with Closed(FENCED)")
 
 
 def cmd_compact(ctx: Context) -> None:
@@ -70,7 +76,7 @@ def cmd_compact(ctx: Context) -> None:
         ctx.db_path, ctx.store, settings=ctx.settings, policy=args.policy,
         sources=parse_sources(args.sources),
         max_sst_size=parse_positive(args.max_sst_size, "--max-sst-size", size=True),
-        parallelism=parallelism, dry_run=args.dry_run,
+        parallelism=parallelism, dry_run=args.dry_run, takeover=args.takeover,
         runner=ThreadTaskRunner(parallelism or ctx.settings.compaction.parallelism or None),
     )
     ctx.emit(report.to_dict())

@@ -5,7 +5,8 @@ Prints every decision as a JSON line (``{"action": "keep"|"delete", "kind", "pat
 "last_modified", "reason"}``) in path order per directory, then one line
 ``{"report": {...}}`` with the counts and bytes per kind, boundary moves, removed
 checkpoints, detached clones, refusals, errors and phase times. Dry run unless
-``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured.
+``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured (``--dry-run
+--no-dry-run`` together is refused: exit code 2).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from slatelib.core.gc_rules import GcDecision
+from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, collect_garbage
 
 if TYPE_CHECKING:
@@ -49,10 +51,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "gc", help="garbage-collect the database (dry run by default): one decision per object",
     )
+    accept_dash_values(p)  # --min-age -5min: "must not be negative"
     p.add_argument("--min-age", metavar="DURATION",
                    help="only objects older than this may go (default [gc] min_age, 5min)")
     p.add_argument("--force", action="store_true",
                    help="allow --min-age below [gc] min_age_floor (5min)")
-    p.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=None,
-                   help="decide and report only; --no-dry-run deletes (default [gc] dry_run)")
+    p.add_argument("--dry-run", action=OnOffFlag, default=None,
+                   help="decide and report only; --no-dry-run deletes; giving both is refused "
+                        "(default [gc] dry_run)")
     p.set_defaults(func=cmd_gc)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from slatelib.core.external_dbs import external_roots
 from slatelib.core.gc_plan import LiveSet, build_rules, checkpoint_manifest_ids, referenced_ssts
 from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
 from slatelib.core.gc_text import checkpoint_label
@@ -26,7 +27,6 @@ from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.ops.gc_state import read_compactions_state
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
-from slatelib.store.table_store import external_roots
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -57,7 +57,7 @@ def _sst_paths(root: str, live: LiveSet) -> dict[Ulid, str]:
     own = DbPaths(root)
     out: dict[Ulid, str] = {}
     for m in live.manifests().values():
-        ext = external_roots(m)
+        ext = external_roots(root, m, shape_only=True)  # listing only reads
         for sid in m.referenced_sst_ids():
             root_of = ext.get(sid)
             out.setdefault(sid, own.compacted(sid) if root_of is None else DbPaths(root_of).compacted(sid))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -10,14 +11,22 @@ from typing import IO, TYPE_CHECKING, Any
 
 from slatelib.cli.ls_cmd import cmd_ls
 from slatelib.cli.render import manifest_summary, render_info, render_manifest, render_row
-from slatelib.errors import CorruptObjectError, InvalidArgumentError, ObjectMissingError
+from slatelib.core.external_dbs import external_roots
+from slatelib.errors import (
+    CorruptObjectError,
+    InvalidArgumentError,
+    NotADatabaseRootError,
+    ObjectMissingError,
+    PathIsFileError,
+)
+from slatelib.flags import size, whole_number
 from slatelib.format.sst import parse_sst
 from slatelib.ids import try_parse_ulid, ulid_to_str
 from slatelib.ops.bulk_load import bulk_load
 from slatelib.paths import WAL_DIR, DbPaths, file_name, normalize_path, parse_wal_name
 from slatelib.reader import DbReader
+from slatelib.store.db_root import database_root, refuse_file_root
 from slatelib.store.manifest_store import ManifestStore
-from slatelib.store.table_store import external_roots
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -42,7 +51,12 @@ def _open_reader(ctx: Context) -> DbReader:
 
 def cmd_manifest(ctx: Context) -> None:
     ms = ManifestStore(ctx.store, ctx.db_path)
-    stored = ms.read(ctx.args.id) if ctx.args.id is not None else ms.read_latest()
+    mid = ctx.args.id
+    stored = ms.read_latest() if mid is None else ms.try_read(mid)
+    if stored is None:
+        if not ms.list_ids():
+            raise NotADatabaseRootError(ms.root, detail=f" (and manifest {mid} does not exist)")
+        stored = ms.read(mid)
     ctx.emit(render_manifest(stored.value, stored.id))
 
 
@@ -56,12 +70,8 @@ def cmd_scan(ctx: Context) -> None:
     end = _hex_arg(ctx.args.end, "--end")
     out = sys.stdout
     with _open_reader(ctx) as reader:
-        n = 0
-        for k, v in reader.scan(start, end):
+        for k, v in itertools.islice(reader.scan(start, end), ctx.args.limit):
             out.write('{"key": "' + k.hex() + '", "value": "' + v.hex() + '"}\n')
-            n += 1
-            if ctx.args.limit is not None and n >= ctx.args.limit:
-                break
 
 
 def cmd_get(ctx: Context) -> None:
@@ -81,7 +91,7 @@ def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
         latest = ManifestStore(ctx.store, paths.root).try_read_latest()
         if latest is not None:
             handle = latest.value.sst_map.get(ulid)
-            ext = external_roots(latest.value).get(ulid)
+            ext = external_roots(paths.root, latest.value, shape_only=True).get(ulid)
             if ext is not None:
                 return DbPaths(ext).compacted(ulid), handle
         return paths.compacted(ulid), handle
@@ -93,14 +103,38 @@ def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
         try:
             ctx.store.head(candidate)
             return candidate, None
+        except PathIsFileError as err:
+            refuse_file_root(paths.root, err)
         except ObjectMissingError:
             pass
     return rel, None
 
 
+def _read_sst_object(ctx: Context) -> tuple[str, Any, bytes]:
+    """The object ``sst`` prints: its path, its manifest handle (if any) and its bytes.
+
+    Raises:
+        NotADatabaseRootError: the database path is a file (or lies below one), or it has
+            no manifest and the object does not exist.
+        ObjectMissingError: no such object in a database.
+    """
+    if ctx.path is None:
+        path, handle = _resolve_sst_object(ctx, ctx.args.object)
+        return path, handle, ctx.store.get(path)
+    root = DbPaths.of(ctx.path).root
+    with database_root(root):
+        path, handle = _resolve_sst_object(ctx, ctx.args.object)
+        try:
+            return path, handle, ctx.store.get(path)
+        except ObjectMissingError as exc:
+            if not ManifestStore(ctx.store, root).list_ids():
+                raise NotADatabaseRootError(
+                    root, detail=f" (and {path!r} does not exist)") from exc
+            raise
+
+
 def cmd_sst(ctx: Context) -> None:
-    path, handle = _resolve_sst_object(ctx, ctx.args.object)
-    data = ctx.store.get(path)
+    path, handle, data = _read_sst_object(ctx)
     if not data:
         parent, _, name = path.rpartition("/")
         if file_name(parent) == WAL_DIR and parse_wal_name(name) is not None:
@@ -171,15 +205,9 @@ def cmd_load(ctx: Context) -> None:
     })
 
 
-def _int_or_size(text: str) -> int:
-    from slatelib.config import parse_size
-
-    return parse_size(text, what="--sst-size")
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("manifest", help="print a manifest as JSON (latest by default)")
-    p.add_argument("--id", type=int, help="manifest id")
+    p.add_argument("--id", type=whole_number(minimum=1), help="manifest id (1 or more)")
     p.set_defaults(func=cmd_manifest)
 
     p = sub.add_parser("summary", help="print a short summary of the latest manifest")
@@ -188,7 +216,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scan", help='print {"key": hex, "value": hex} lines in key order')
     p.add_argument("--start", help="first key (hex, inclusive)")
     p.add_argument("--end", help="end key (hex, exclusive)")
-    p.add_argument("--limit", type=int, help="stop after this many keys")
+    p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
+                   help="stop after this many keys (0 or more)")
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("get", help="print the value of one key")
@@ -198,8 +227,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sst", help="print an SST's footer, info, index, stats and rows")
     p.add_argument("object", metavar="OBJECT",
                    help="SST ULID, WAL id, or object path (relative to the database first)")
-    p.add_argument("--limit", type=int, help="print at most this many rows")
-    p.add_argument("--no-rows", action="store_true", help="skip decoding the rows")
+    rows = p.add_mutually_exclusive_group()
+    rows.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
+                      help="print at most this many rows (0 or more)")
+    rows.add_argument("--no-rows", action="store_true", help="skip decoding the rows")
     p.set_defaults(func=cmd_sst)
 
     p = sub.add_parser("ls", help="list objects with sizes and what references them")
@@ -207,7 +238,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("load", help="bulk-load JSON lines (scan format) into a new database")
     p.add_argument("file", metavar="FILE", help="JSON lines file, or - for stdin")
-    p.add_argument("--sst-size", type=_int_or_size, help="target SST size (e.g. 64MiB)")
+    p.add_argument("--sst-size", type=size(minimum=1), metavar="SIZE",
+                   help="target SST size (e.g. 64MiB)")
     p.set_defaults(func=cmd_load)
 
 

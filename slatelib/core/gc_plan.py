@@ -17,7 +17,7 @@ against the ``compacted/`` listing (:func:`referenced_ssts`), the clone-detach c
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -33,9 +33,8 @@ from slatelib.core.gc_rules import (
 )
 from slatelib.core.gc_text import checkpoint_label, fmt_seconds, fmt_time, manifest_label
 from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SstView
-from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.ids import Ulid, ulid_time_ms, ulid_to_str
-from slatelib.paths import DbPaths, is_under, normalize_path
+from slatelib.paths import DbPaths
 
 
 @dataclass(frozen=True)
@@ -91,33 +90,6 @@ def without_expired_checkpoints(m: Manifest, now_s: float) -> tuple[Manifest, li
     expired = expired_checkpoints(m, now_s)
     kept = remove_checkpoints(m, {c.id for c in expired})
     return (m, []) if kept is None else (kept, expired)
-
-
-def check_external_paths(root: str, manifests: Iterable[Manifest]) -> None:
-    """Refuse ``external_dbs`` paths that GC must not follow: malformed ones (``..``, empty
-    segments, a URL of another bucket, characters object_store would encode) and ones that
-    are this database itself or lie inside it.
-
-    Raises:
-        CorruptObjectError: naming the entry.
-    """
-    for m in manifests:
-        for ext in m.external_dbs:
-            try:
-                path = normalize_path(ext.path, what="external database path", allow_empty=False)
-            except InvalidArgumentError as exc:
-                raise CorruptObjectError(
-                    f"manifest of {root!r} has an unsafe external_dbs entry: {exc}"
-                ) from None
-            if path != ext.path:
-                raise CorruptObjectError(
-                    f"manifest of {root!r}: external database path {ext.path!r} is not canonical"
-                )
-            if is_under(path, root):
-                raise CorruptObjectError(
-                    f"manifest of {root!r}: external database path {ext.path!r} is this "
-                    "database or lies inside it"
-                )
 
 
 # ------------------------------------------------------------------------ references

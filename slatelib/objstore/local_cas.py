@@ -124,6 +124,7 @@ def put_if_match_file(target: str, data: bytes, e_tag: str, *, path: str) -> str
     Raises:
         ConflictError: the file's ETag differs from ``e_tag``, or it does not exist.
         StorageError: the file system refused (permissions, a directory in the way...).
+        NotADirectoryError: a folder of ``target`` is a file.
     """
     directory = os.path.dirname(target)
     try:
@@ -147,7 +148,7 @@ def put_if_match_file(target: str, data: bytes, e_tag: str, *, path: str) -> str
                     os.unlink(staging)
             _fsync_dir(directory)
             return local_e_tag(os.stat(target))
-    except (ConflictError, StorageError):
-        raise
+    except (ConflictError, StorageError, NotADirectoryError):
+        raise  # NotADirectoryError: a folder of the path is a file; the caller names it
     except OSError as exc:
         raise StorageError(f"{path}: conditional write failed: {exc}") from exc

@@ -22,6 +22,7 @@ from slatelib.errors import (
     InternalError,
     InvalidArgumentError,
     ObjectMissingError,
+    PathIsFileError,
     SlateError,
     StorageError,
     UnavailableError,
@@ -55,6 +56,8 @@ _TRANSIENT = re.compile(
 
 _MISSING_CONTAINER = re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I)
 
+_NOT_A_DIRECTORY = re.compile(r"Not a directory \(os error 20\)|kind: NotADirectory")
+
 _TRANSIENT_ERRNOS = frozenset({errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT})
 
 
@@ -62,6 +65,14 @@ def is_transient_message(message: str) -> bool:
     """True when an error message names a timeout, a connection failure, a 5xx/429/408
     status or throttling (only the text before obstore's ``Debug source:`` is read)."""
     return _TRANSIENT.search(message.split("Debug source:", 1)[0]) is not None
+
+
+def is_not_a_directory(exc: BaseException) -> bool:
+    """True when the local file system refused ``exc``'s operation because a folder of the
+    path is a regular file (``ENOTDIR``)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOTDIR:
+        return True
+    return isinstance(exc, oe.BaseError) and _NOT_A_DIRECTORY.search(str(exc)) is not None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -77,6 +88,10 @@ def map_error(exc: BaseException, *, op: Op, path: str, url: str) -> SlateError:
     """
     if isinstance(exc, SlateError):
         return exc
+    if is_not_a_directory(exc):
+        # Not a storage failure: nothing exists below a file, and retrying will not help.
+        return PathIsFileError(f"{url}: {op} {path!r}: a folder of the path is a file, not a "
+                               "directory", path=path)
     msg = f"{url}: {op} {path!r}: {_first_line(exc)}"
     if isinstance(exc, FileNotFoundError):
         if op in _WRITE_OPS or op == "list" or is_missing_container(exc):

@@ -39,6 +39,7 @@ import obstore
 from slatelib.errors import (
     InvalidArgumentError,
     ObjectMissingError,
+    PathIsFileError,
     SlateError,
     StorageError,
 )
@@ -50,6 +51,7 @@ from slatelib.objstore.byte_ranges import (
     plan_spans,
     slice_spans,
 )
+from slatelib.objstore.local_files import file_in_the_way
 from slatelib.objstore.object_store import (
     BytesLike,
     ObjectMeta,
@@ -57,7 +59,13 @@ from slatelib.objstore.object_store import (
     check_path,
     check_prefix,
 )
-from slatelib.objstore.obstore_errors import Op, is_missing_container, is_panic, map_error
+from slatelib.objstore.obstore_errors import (
+    Op,
+    is_missing_container,
+    is_not_a_directory,
+    is_panic,
+    map_error,
+)
 from slatelib.objstore.spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -138,8 +146,22 @@ class ObstoreObjectStore:
             raise
         except BaseException as exc:
             if isinstance(exc, Exception) or is_panic(exc):
-                raise map_error(exc, op=op, path=path, url=self.url) from exc
+                err = map_error(exc, op=op, path=path, url=self.url)
+                if isinstance(err, PathIsFileError) and self._local_root is not None:
+                    err = self._name_the_file(err, op, path)
+                raise err from exc
             raise
+
+    def _name_the_file(self, err: PathIsFileError, op: Op, path: str) -> PathIsFileError:
+        """``err`` naming the file in the way of ``path`` on the local disk (as an object
+        path of this store), when it can still be found."""
+        assert self._local_root is not None
+        loc = file_in_the_way(self._local_root, self._loc(path))
+        if loc is None or (self._root and not loc.startswith(self._root + "/")):
+            return err
+        file = loc[len(self._root) + 1:] if self._root else loc
+        return PathIsFileError(f"{self.url}: {op} {path!r}: {file!r} is a file, not a directory",
+                               path=path, file=file)
 
     def _loc(self, path: str) -> str:
         return f"{self._root}/{path}" if self._root else path
@@ -290,7 +312,8 @@ class ObstoreObjectStore:
             raise InvalidArgumentError(f"e_tag must be a non-empty string or None: {e_tag!r}")
         if self._local_root is not None and e_tag is not None:
             target = os.path.join(self._local_root, self._loc(p))
-            return local_cas.put_if_match_file(target, payload, e_tag, path=p)
+            with self._mapped("put_if_match", p):
+                return local_cas.put_if_match_file(target, payload, e_tag, path=p)
         mode: PutMode = "create" if e_tag is None else {"e_tag": e_tag}
         with self._mapped("put_if_match", p):
             result = obstore.put(self._cas_store, self._loc(p), payload, mode=mode)
@@ -324,16 +347,16 @@ class ObstoreObjectStore:
     def _delete_locs(self, locs: list[str]) -> None:
         try:
             obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
-        except FileNotFoundError as exc:
+        except Exception as exc:
             # Local and some remote stores refuse to delete a missing object; a batch may
             # stop at the first one, so finish the batch one object at a time.
-            if is_missing_container(exc):
+            if not _is_absent(exc):
                 raise
             for loc in locs:
                 try:
                     obstore.delete(self._store, loc)
-                except FileNotFoundError as one:
-                    if is_missing_container(one):
+                except Exception as one:
+                    if not _is_absent(one):
                         raise
 
     # -- listing ---------------------------------------------------------------------------
@@ -383,6 +406,14 @@ class ObstoreObjectStore:
                 if end_before is not None and meta.path >= end_before:
                     return
                 yield meta
+
+
+def _is_absent(exc: Exception) -> bool:
+    """A delete failed only because the object is not there: not found (but not the bucket),
+    or a folder of its path is a file on the local disk (nothing can be below it)."""
+    if isinstance(exc, FileNotFoundError):
+        return not is_missing_container(exc)
+    return is_not_a_directory(exc)
 
 
 def _offset_floor(bound: str) -> str | None:

@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 from obstore.store import LocalStore, MemoryStore, S3Store, from_url
 
-from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.errors import InvalidArgumentError, PathIsFileError, SlateError
+from slatelib.objstore.local_files import file_in_the_way
 from slatelib.objstore.object_store import ObjectStore, check_prefix
 from slatelib.objstore.obstore_errors import map_error
 from slatelib.objstore.obstore_store import ObstoreObjectStore
@@ -176,7 +177,8 @@ def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS, **options: OptionV
     Raises:
         InvalidArgumentError: unknown scheme, malformed URL or path, unknown or malformed
             option.
-        StorageError: the store cannot be created (e.g. the local root is a file).
+        PathIsFileError: the local root is a file, or lies below one.
+        StorageError: the store cannot be created.
     """
     return with_retries(open_raw_store(url, **options), attempts)
 
@@ -196,7 +198,8 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
     Raises:
         InvalidArgumentError: unknown scheme, malformed URL or path, unknown or malformed
             option.
-        StorageError: the store cannot be created (e.g. the local root is a file).
+        PathIsFileError: the local root is a file, or lies below one.
+        StorageError: the store cannot be created.
     """
     scheme, host, path = _parse(url, "store url")
     opts = {k: option_to_str(k, v) for k, v in options.items()}
@@ -205,6 +208,7 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
         raise InvalidArgumentError(f"{scheme}:// stores take no options, got {sorted(opts)}")
     try:
         if scheme == "file":
+            _check_no_file_in_the_way(spec.url, path)
             local = LocalStore("/" + path, mkdir=True)
             return ObstoreObjectStore(local, spec=spec, sorted_listing=False,
                                       local_root="/" + path)
@@ -217,6 +221,20 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
         raise
     except Exception as exc:
         raise map_error(exc, op="open", path=path, url=spec.url) from exc
+
+
+def _check_no_file_in_the_way(url: str, path: str) -> None:
+    """Refuse a local store root that is a file, or lies below one.
+
+    Raises:
+        PathIsFileError: naming the file (an absolute path: it is outside the store).
+    """
+    file = file_in_the_way("/", path)
+    if file is None:
+        return
+    what = "is a file" if file == path else f"lies below '/{file}', a file"
+    raise PathIsFileError(f"{url}: the store root '/{path}' {what}, not a directory",
+                          path="", file="/" + file)
 
 
 def _memory_store(name: str) -> MemoryStore:

@@ -36,11 +36,13 @@ from slatelib.core.compaction_plan import (
 from slatelib.core.compaction_source import SourceId
 from slatelib.core.compaction_state import abandoned, running
 from slatelib.core.compactions import Compactions, CompactionStatus
+from slatelib.core.compactor_claim import ClaimVerdict
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import BytesRange
 from slatelib.core.size_tiered import SizeTieredOptions
 from slatelib.errors import (
     CommitStateUnknownError,
+    CompactorActiveError,
     FencedError,
     InvalidArgumentError,
     UnavailableError,
@@ -75,6 +77,7 @@ from slatelib.ops.compact_task import (
     TaskFailure,
     TaskOutcome,
 )
+from slatelib.ops.compactor_guard import check_sources, judge_compactor
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
@@ -176,6 +179,7 @@ def commit_compaction(job: CompactionJob, results: Sequence[CompactionResult]) -
         outcome = commit_manifest(
             job.manifests, job.spec, outputs, epoch=job.claim.epoch,
             checkpoint_lifetime_s=cs.checkpoint_lifetime, clock=job.clock, timeout_s=timeout,
+            drop_checkpoint=job.claim.marker,
         )
     except UpdateTimeoutError:
         raise  # read back and not there: nothing is committed
@@ -225,6 +229,7 @@ class _Run:
     options: PlanOptions
     manifests: ManifestStore
     compactions: CompactionsStore
+    takeover: bool = False
     started: float = field(default_factory=time.perf_counter)
     timing: dict[str, float] = field(default_factory=dict)
 
@@ -252,16 +257,33 @@ class _Run:
 
     def fence(self) -> CompactorClaim:
         return fence_compactor(self.manifests, self.compactions, clock=self.clock,
-                               timeout_s=self.cs.manifest_update_timeout)
+                               timeout_s=self.cs.manifest_update_timeout,
+                               takeover=self.takeover)
 
-    def start(self) -> tuple[CompactionJob, Manifest] | None:
-        """Fence, plan again on the fenced state, list the compaction as Running."""
+    def judge(self, state: DbState) -> ClaimVerdict:
+        """Who holds the compactor epoch; raises unless this run may fence it."""
+        t = time.perf_counter()
+        verdict = judge_compactor(self.store, self.root, state, self.clock)
+        self.lap("check", t)
+        return verdict
+
+    def check(self, spec: CompactionSpec, manifest: Manifest) -> None:
+        """Every input SST's metadata, before the first write."""
+        t = time.perf_counter()
+        check_sources(self.store, self.root, manifest, [spec])
+        self.lap("check", t)
+
+    def start(self, checked: CompactionSpec) -> tuple[CompactionJob, Manifest] | None:
+        """Fence, plan again on the fenced state, list the compaction as Running
+        (``checked``: the spec whose sources :meth:`check` read)."""
         t = time.perf_counter()
         claim = self.fence()
         state, spec = self.plan()
         if spec is None:
             self.lap("fence", t)
             return None
+        if spec != checked:  # the writer added sources meanwhile: check those too
+            check_sources(self.store, self.root, state.manifest.value, [spec])
         now = self.clock.now_ms()
         ids = UlidGenerator()
         compaction_id = ids.new(now)
@@ -306,13 +328,15 @@ class _Run:
                                     timeout_s=cs.manifest_update_timeout)
             raise
         self.lap("total", self.started)
-        return build_report(self.root, job, views, ranges, results, outcome, runs,
-                            self.timing)
+        report = build_report(self.root, job, views, ranges, results, outcome, runs,
+                              self.timing)
+        verdict = job.claim.verdict
+        return report if verdict is None else replace(report, compactor=verdict.to_dict())
 
 
 def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
              policy: str | None, sources: Sequence[str] | None, max_sst_size: int | None,
-             parallelism: int | None, clock: Clock) -> _Run:
+             parallelism: int | None, clock: Clock, takeover: bool) -> _Run:
     from slatelib.reader import resolve_store
 
     settings = settings or Settings()
@@ -332,7 +356,7 @@ def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
     root = normalize_path(path, what="database path")
     obj_store = resolve_store(store)
     return _Run(root, obj_store, settings, slots, clock, plan_options(settings, policy, sources),
-                ManifestStore(obj_store, root), CompactionsStore(obj_store, root))
+                ManifestStore(obj_store, root), CompactionsStore(obj_store, root), takeover)
 
 
 def run_compaction(
@@ -345,43 +369,58 @@ def run_compaction(
     max_sst_size: int | None = None,
     parallelism: int | None = None,
     dry_run: bool = False,
+    takeover: bool = False,
     runner: TaskRunner | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> CompactionReport:
     """Plan, execute and commit one compaction of the database at ``path``.
 
-    ``dry_run`` plans and splits (reading SST indexes) but writes nothing. With nothing to
-    compact, nothing is written either, unless a crashed compactor left entries in
-    ``compactions/`` that keep GC back: then the job takes the file over (fences) to close
-    them.
+    Everything that can refuse the run is checked before its first write: the arguments
+    and settings, the database state, the plan, who holds the compactor epoch
+    (:mod:`slatelib.core.compactor_claim`: a run never fences a compactor that may be live,
+    unless ``takeover``), the ``external_dbs`` paths and every input SST's index and filter.
+    A refused run leaves the database unchanged.
+
+    ``dry_run`` plans and splits (reading SST indexes) but writes nothing; its report says
+    who holds the compactor epoch. With nothing to compact, nothing is written either,
+    unless a crashed compactor left entries in ``compactions/`` that keep GC back: then the
+    job takes the file over (fences) to close them.
 
     Raises:
         InvalidArgumentError: bad arguments, settings or sources.
+        CompactorActiveError: another compactor may hold the epoch (and not ``takeover``).
         InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
         FencedError: another compactor took over; nothing was committed.
         ConflictError: a source disappeared or the commit kept conflicting.
         DataError: an input SST is damaged or missing (named in the error).
         UnavailableError / StorageError: storage failures.
     """
-    run = _prepare(path, store, settings, policy, sources, max_sst_size, parallelism, clock)
+    run = _prepare(path, store, settings, policy, sources, max_sst_size, parallelism, clock,
+                   takeover)
     state, spec = run.plan()
     run.lap("plan", run.started)
-    if spec is None or dry_run:
-        ranges: list[BytesRange] = []
-        if spec is not None:
-            ranges = run.split(spec, state.manifest.value)[1]
-        elif not dry_run and abandoned(_value(state.compactions)):
+    verdict = run.judge(state)
+    if dry_run:
+        ranges = [] if spec is None else run.split(spec, state.manifest.value)[1]
+        run.lap("total", run.started)
+        return plan_report(run.root, run.options.policy, spec, ranges, dry_run=True,
+                           timing=run.timing, compactor=verdict.to_dict())
+    if not verdict.may_fence and not takeover:
+        raise CompactorActiveError(verdict.refusal(run.root))
+    if spec is None:
+        if abandoned(_value(state.compactions)):
             t = time.perf_counter()
             run.fence()
             run.lap("fence", t)
         run.lap("total", run.started)
-        return plan_report(run.root, run.options.policy, spec, ranges, dry_run=dry_run,
-                           timing=run.timing)
-    started = run.start()
+        return plan_report(run.root, run.options.policy, None, [], dry_run=False,
+                           timing=run.timing, compactor=verdict.to_dict())
+    run.check(spec, state.manifest.value)
+    started = run.start(spec)
     if started is None:
         run.lap("total", run.started)
         return plan_report(run.root, run.options.policy, None, [], dry_run=False,
-                           timing=run.timing)
+                           timing=run.timing, compactor=verdict.to_dict())
     return run.execute(*started, runner)
 
 

@@ -3,7 +3,8 @@
 Order (the same as 0.17.0's compactor):
 
 1. :func:`fence_compactor` bumps ``compactor_epoch`` in the manifest (a CAS; every other
-   compactor now fails its next write), then claims the same epoch in the compactions file
+   compactor now fails its next write) -- but only when no other compactor may hold the
+   epoch (:mod:`slatelib.core.compactor_claim`; 0.17 has no such check) -- then claims the same epoch in the compactions file
    (creating it when the database never had a compactor) and takes over its entries;
 2. :func:`record_compaction` lists our compaction as Running — from here 0.17's GC keeps
    every SST minted after the compaction id's time (the low watermark, RFC-0029);
@@ -20,19 +21,34 @@ so nothing is done twice. A fenced compactor stops at once and leaves its output
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from slatelib.clock import Clock
-from slatelib.core.checkpoints import check_writable_state, new_checkpoint
+from slatelib.core.checkpoints import (
+    add_checkpoint,
+    check_writable_state,
+    new_checkpoint,
+    remove_checkpoints,
+)
 from slatelib.core.compaction_apply import apply_compaction, check_epoch, is_committed
 from slatelib.core.compaction_plan import CompactionSpec, check_compactable
 from slatelib.core.compaction_state import finish, record, take_over
 from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
+from slatelib.core.compactor_claim import (
+    CLAIM_MARKER_LIFETIME_S,
+    ClaimRecord,
+    ClaimState,
+    ClaimVerdict,
+    fence_marker_landed,
+)
 from slatelib.core.manifest import Manifest, SstHandle
-from slatelib.errors import ConflictError, SlateError, UnavailableError
+from slatelib.errors import CompactorActiveError, ConflictError, SlateError, UnavailableError
+from slatelib.store.claim_store import ClaimStore, judge_manifest
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
@@ -73,28 +89,90 @@ class CompactorClaim:
 
     epoch: int
     manifest: Versioned[Manifest]
+    verdict: ClaimVerdict | None = None
+    marker: uuid.UUID | None = None
+    """The fence manifest's marker checkpoint, dropped again by the commit."""
+
+
+@dataclass(frozen=True)
+class ClaimIdentity:
+    """Who is claiming: written into slatelib's claim records."""
+
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    mode: str = "job"
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
 
 
 def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
-                    clock: Clock, timeout_s: float) -> CompactorClaim:
-    """Become the database's compactor (steps 1 of the module docstring).
+                    clock: Clock, timeout_s: float, takeover: bool = False,
+                    identity: ClaimIdentity | None = None) -> CompactorClaim:
+    """Become the database's compactor (step 1 of the module docstring).
+
+    The bump is refused, on the very version it would replace, when another compactor may
+    hold the epoch (:mod:`slatelib.core.compactor_claim`), unless ``takeover``. A claim
+    record (``claiming``) is written before the CAS and updated (``claimed``) after it; the
+    fence manifest carries the record's marker checkpoint.
 
     Raises:
+        CompactorActiveError: another compactor may hold the epoch (nothing written to the
+            manifest; only our own claim record, marked lost).
         FencedError: another compactor claimed a newer epoch meanwhile.
         InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
         ConflictError / UnavailableError: could not write within the retries/timeout.
     """
-    def bump(cur: Versioned[Manifest]) -> Manifest:
+    who = identity or ClaimIdentity()
+    claims = ClaimStore(manifests.store, manifests.root)
+    tried: list[ClaimRecord] = []
+    verdicts: list[ClaimVerdict] = []
+
+    def bump(cur: Versioned[Manifest]) -> Manifest | None:
         check_compactable(cur.value)
-        return replace(cur.value, compactor_epoch=cur.value.compactor_epoch + 1)
+        if any(fence_marker_landed(cur.value, r) for r in tried):
+            return None  # our fence landed; its response was lost
+        comp = compactions.try_read_latest()
+        verdict = judge_manifest(manifests, claims, cur.value, compactions_epoch=None
+                                 if comp is None else comp.value.compactor_epoch)
+        verdicts.append(verdict)
+        if not verdict.may_fence:
+            for r in tried:
+                claims.put(replace(r, state=ClaimState.LOST, at_ms=clock.now_ms()))
+            if not takeover:
+                raise CompactorActiveError(verdict.refusal(manifests.root))
+            log.warning("taking the compactor epoch over (--takeover) [db=%s, epoch=%d, "
+                        "holder=%s]", manifests.root, verdict.epoch, verdict.reason)
+        now_ms = clock.now_ms()
+        record = ClaimRecord(
+            epoch=cur.value.compactor_epoch + 1, run_id=who.run_id, state=ClaimState.CLAIMING,
+            base_manifest_id=cur.id, marker=uuid.uuid4(), mode=who.mode, host=who.host,
+            pid=who.pid, at_ms=now_ms,
+        )
+        claims.put(record)
+        tried.append(record)
+        base = cur.value
+        stale = verdict.record
+        if stale is not None and stale.state == ClaimState.CLAIMING:
+            base = remove_checkpoints(base, {stale.marker}) or base  # a killed run's marker
+        marker = new_checkpoint(base, cur.id + 1, now_s=now_ms / 1000.0,
+                                lifetime_s=CLAIM_MARKER_LIFETIME_S, checkpoint_id=record.marker)
+        return replace(add_checkpoint(base, marker), compactor_epoch=base.compactor_epoch + 1)
 
     written = update_versioned(manifests, _deadline(clock, timeout_s, "fence manifest", bump),
                                clock=clock)
     epoch = written.value.compactor_epoch
+    mine = next((r for r in tried if fence_marker_landed(written.value, r)), None)
+    if mine is None:  # pragma: no cover - update_versioned returned a version not ours
+        raise ConflictError(f"fence of {manifests.root!r} did not land")
+    claims.put(replace(mine, state=ClaimState.CLAIMED, manifest_id=written.id,
+                       at_ms=clock.now_ms()))
+    try:
+        claims.prune_below(epoch)
+    except SlateError as exc:
+        log.warning("could not prune old claim records [db=%s, error=%s]", manifests.root, exc)
     claim_compactions(compactions, epoch, clock=clock, timeout_s=timeout_s,
                       committed=written.value.referenced_sst_ids())
     log.info("compactor fenced [epoch=%d, manifest_id=%d]", epoch, written.id)
-    return CompactorClaim(epoch, written)
+    return CompactorClaim(epoch, written, verdicts[0] if verdicts else None, mine.marker)
 
 
 def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock,
@@ -184,6 +262,7 @@ def commit_manifest(
     clock: Clock,
     timeout_s: float,
     marker: uuid.UUID | None = None,
+    drop_checkpoint: uuid.UUID | None = None,
 ) -> CommitOutcome:
     """Apply the compaction to the latest manifest with one CAS, rebasing on conflicts.
 
@@ -212,7 +291,10 @@ def commit_manifest(
         attempts += 1
         cp = new_checkpoint(cur.value, cur.id, now_s=clock.now_ms() / 1000.0,
                             lifetime_s=checkpoint_lifetime_s, checkpoint_id=marker)
-        return apply_compaction(cur.value, spec, outputs, epoch=epoch, checkpoint=cp)
+        base = cur.value
+        if drop_checkpoint is not None:
+            base = remove_checkpoints(base, {drop_checkpoint}) or base
+        return apply_compaction(base, spec, outputs, epoch=epoch, checkpoint=cp)
 
     result = update_versioned(manifests, _deadline(clock, timeout_s, "compaction commit", apply),
                               clock=clock)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compaction_source import effective_range, estimate_view_size
 from slatelib.core.compactions import Compactions
+from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SstView
 from slatelib.core.range_split import (
     COARSE_FRACTION,
@@ -36,7 +37,7 @@ from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_reader import SstReader
-from slatelib.store.table_store import TableStore, external_roots
+from slatelib.store.table_store import TableStore
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class InputView:
 
 def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) -> list[InputView]:
     """Every input view of ``spec`` with its handle, object path, keys and size."""
-    external = external_roots(manifest)
+    external = external_roots(tables.paths.root, manifest)
     l0_ids = set(spec.l0_view_ids)
     out = []
     for view in spec.views():

@@ -51,6 +51,7 @@ class CompactionReport:
     manifest_id: int | None = None
     phases_s: Mapping[str, float] = field(default_factory=dict)
     throughput_mb_s: Mapping[str, float] = field(default_factory=dict)
+    compactor: Mapping[str, Any] = field(default_factory=dict)
     peak_task_rss_bytes: int = 0
     task_metrics: tuple[Mapping[str, Any], ...] = ()
 
@@ -76,7 +77,8 @@ def _spec_fields(spec: CompactionSpec | None) -> dict[str, Any]:
 
 def plan_report(db: str, policy: Policy, spec: CompactionSpec | None,
                 ranges: Sequence[BytesRange], *, dry_run: bool,
-                timing: Mapping[str, float]) -> CompactionReport:
+                timing: Mapping[str, float],
+                compactor: Mapping[str, Any] | None = None) -> CompactionReport:
     """The report of a dry run, or of a run that found nothing to compact."""
     status = "nothing_to_do" if spec is None else "dry_run" if dry_run else "planned"
     inputs: dict[str, Any] = {}
@@ -86,6 +88,7 @@ def plan_report(db: str, policy: Policy, spec: CompactionSpec | None,
     return CompactionReport(
         db=db, status=status, policy=policy.value, ranges=tuple(str(r) for r in ranges),
         inputs=inputs, phases_s=_round(timing), tasks=len(ranges), **_spec_fields(spec),
+        compactor=dict(compactor or {}),
     )
 
 

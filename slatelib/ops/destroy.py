@@ -15,6 +15,13 @@ checkpoints from the databases it was cloned from (as 0.17's ``Admin.delete_db``
 the marker. A rerun after a crash finishes the job: the manifest (deleted last) or the
 marker proves the path is a database. Objects under the path outside that layout (for
 example another database nested below it) are left alone and reported.
+
+Both check everything they can before their first write, so that a refused destroy leaves
+the database (and its parents) byte for byte unchanged: the ``external_dbs`` paths of the
+latest manifest (:mod:`slatelib.core.external_dbs`; a soft destroy hands them to GC, which
+refuses unsafe ones), and, hard, the unexpired checkpoints and that every parent holding a
+final checkpoint of this database can be read. A parent without any manifest has nothing to
+release (as in 0.17's ``Admin.delete_db``); it is reported in ``missing_parents``.
 """
 
 from __future__ import annotations
@@ -31,8 +38,14 @@ from slatelib.core.checkpoints import (
     remove_checkpoints,
     without_writer_checkpoints,
 )
+from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.manifest import Checkpoint, Manifest
-from slatelib.errors import InvalidDbStateError, ManifestMissingError, ObjectMissingError
+from slatelib.errors import (
+    CorruptObjectError,
+    InvalidDbStateError,
+    ManifestMissingError,
+    ObjectMissingError,
+)
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
@@ -55,6 +68,10 @@ class DestroyReport:
     deleted_objects: int = 0
     released_parents: tuple[str, ...] = ()
     kept_objects: tuple[str, ...] = ()
+    missing_parents: tuple[str, ...] = ()
+    """Parents named in ``external_dbs`` with a final checkpoint but no manifest (already
+    destroyed, or not in this store: a clone's parents resolve relative to the store root
+    the clone was created in)."""
 
 
 def blocking_checkpoints(m: Manifest, now_s: float) -> list[Checkpoint]:
@@ -99,8 +116,13 @@ def destroy(
 ) -> DestroyReport:
     """Destroy the database at ``path`` (soft by default; see the module docstring).
 
+    Nothing is written when it raises any of these but ``FencedError``.
+
     Raises:
+        InvalidArgumentError: ``path`` is not a valid database path.
         ManifestMissingError: no database at ``path`` (and, hard, no unfinished deletion).
+        CorruptObjectError: the latest manifest names an unsafe ``external_dbs`` path, or
+            (hard) a parent holding a final checkpoint of this database does not decode.
         InvalidDbStateError: (hard) unexpired checkpoints remain, or the path holds objects
             but no database.
         FencedError: (soft) a writer opened the database while it was being destroyed.
@@ -115,12 +137,18 @@ def destroy(
     return _hard(obj, manifests, clock)
 
 
+def _check_externals(root: str, stored: StoredManifest) -> None:
+    check_external_dbs(root, stored.value, manifest_id=stored.id)
+
+
 def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
     latest = manifests.read_latest()
+    _check_externals(manifests.root, latest)
     if latest.value.destroyed_at_s is not None:
         return DestroyReport(manifests.root, True, latest.value.destroyed_at_s)
 
     def claim(cur: StoredManifest) -> Manifest | None:
+        _check_externals(manifests.root, cur)
         m = cur.value
         if m.destroyed_at_s is not None:
             return None
@@ -144,7 +172,8 @@ def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     return DestroyReport(manifests.root, True, done.value.destroyed_at_s)
 
 
-def _layout_objects(store: ObjectStore, paths: DbPaths) -> list[str]:
+def layout_objects(store: ObjectStore, paths: DbPaths) -> list[str]:
+    """Every object in the SlateDB directories of the database at ``paths.root``."""
     out: list[str] = []
     for d in _dirs(paths):
         out.extend(m.path for m in store.list(d))
@@ -155,8 +184,30 @@ def _without_checkpoint(cur: StoredManifest, *, checkpoint_id: uuid.UUID) -> Man
     return remove_checkpoints(cur.value, {checkpoint_id})
 
 
-def _release_parents(store: ObjectStore, m: Manifest, clock: Clock) -> tuple[str, ...]:
-    released = []
+def _check_parents(store: ObjectStore, root: str, stored: StoredManifest) -> None:
+    """Read every parent holding a final checkpoint of ``root`` (one whose latest manifest
+    does not decode could not be released after the database is marked)."""
+    seen: set[str] = set()
+    for i, e in enumerate(stored.value.external_dbs):
+        if e.final_checkpoint_id is None or e.path in seen:
+            continue
+        seen.add(e.path)
+        try:
+            ManifestStore(store, e.path).try_read_latest()
+        except CorruptObjectError as exc:
+            raise CorruptObjectError(
+                f"refusing to hard-destroy {root!r} (manifest {stored.id}): its parent "
+                f"external_dbs[{i}] {e.path!r} holds its final checkpoint "
+                f"{e.final_checkpoint_id}, but the parent's latest manifest does not decode "
+                f"({exc}); nothing was changed"
+            ) from exc
+
+
+def _release_parents(
+    store: ObjectStore, root: str, m: Manifest, clock: Clock
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    released: list[str] = []
+    missing: list[str] = []
     for e in m.external_dbs:
         final = e.final_checkpoint_id
         if final is None:
@@ -165,9 +216,13 @@ def _release_parents(store: ObjectStore, m: Manifest, clock: Clock) -> tuple[str
         try:
             update_versioned(parent, partial(_without_checkpoint, checkpoint_id=final), clock=clock)
         except ManifestMissingError:
-            continue  # the parent is gone already
+            # Nothing left to release (as 0.17's delete_db), or not this store's database.
+            log.warning("destroy found no parent manifest [root=%s, parent=%s, store=%s]",
+                        root, e.path, store.url)
+            missing.append(e.path)
+            continue
         released.append(e.path)
-    return tuple(released)
+    return tuple(released), tuple(missing)
 
 
 def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
@@ -176,10 +231,11 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     marker = join(root, DELETING_MARKER)
     latest = manifests.try_read_latest()
     released: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
     destroyed_at: int | None = None
     if latest is None:
         if not _exists(store, marker):
-            leftovers = _layout_objects(store, paths)
+            leftovers = layout_objects(store, paths)
             if leftovers:
                 raise InvalidDbStateError(
                     f"{root!r} holds {len(leftovers)} objects but no manifest and no "
@@ -187,15 +243,20 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
                 )
             raise ManifestMissingError(f"no database at {root!r}", path=paths.manifest_dir)
     else:
+        _check_externals(root, latest)
+        plan_hard_destroy_mark(latest.value, clock.now_ms() // 1000)  # checkpoints
+        _check_parents(store, root, latest)
+
         def mark(cur: StoredManifest) -> Manifest | None:
+            _check_externals(root, cur)
             return plan_hard_destroy_mark(cur.value, clock.now_ms() // 1000)
 
         latest = update_versioned(manifests, mark, clock=clock, current=latest)
         destroyed_at = latest.value.destroyed_at_s
-        released = _release_parents(store, latest.value, clock)
+        released, missing = _release_parents(store, root, latest.value, clock)
         store.put(marker, b"")
     current = None if latest is None else manifests.path(latest.id)
-    objects = [p for p in _layout_objects(store, paths) if p != current]
+    objects = [p for p in layout_objects(store, paths) if p != current]
     store.delete_many(objects)
     if current is not None:
         store.delete(current)
@@ -204,7 +265,7 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
                  if m.path != marker and not any(is_under(m.path, d) for d in _dirs(paths)))
     store.delete(marker)
     log.info("database hard-destroyed [path=%s, deleted=%d, kept=%d]", root, len(objects), len(kept))
-    return DestroyReport(root, False, destroyed_at, len(objects), released, kept)
+    return DestroyReport(root, False, destroyed_at, len(objects), released, kept, missing)
 
 
 def _dirs(paths: DbPaths) -> tuple[str, ...]:

@@ -7,7 +7,9 @@ A run, in 0.17.0's order (``GarbageCollector::run_gc_once``):
    manifest (probed forward by id from the newest listed one, past a stale listing; later
    re-reads probe from the last id read, as 0.17 does, instead of listing again). Refuse to
    run on a root without a manifest, on malformed manifests or unsafe ``external_dbs``
-   paths, or with ``min_age`` below the floor without force.
+   paths (:mod:`slatelib.core.external_dbs`; checked in every live manifest before the
+   first write, and again on every re-read that a write follows), or with ``min_age``
+   below the floor without force.
 2. A soft-destroyed database past its grace with no live checkpoint is deleted entirely
    (:mod:`slatelib.ops.gc_destroy`).
 3. Remove expired checkpoints (CAS, reloading on conflict).
@@ -34,12 +36,12 @@ from datetime import datetime
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import Settings, parse_duration
+from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.gc_plan import (
     CompactionsState,
     DestroyState,
     LiveSet,
     build_rules,
-    check_external_paths,
     destroy_verdict,
     own_referenced_ssts,
     plan_detach,
@@ -227,7 +229,7 @@ def _run_gc(
         manifests = LocalBackend().list_dir(store, root, MANIFEST_DIR, 0)
         compactions = read_compactions_state(store, root)
         latest = read_latest_manifest(store, root, _newest_listed(store, root, manifests))
-        check_external_paths(root, [latest.value])
+        check_external_dbs(root, latest.value, manifest_id=latest.id)
     report.latest_manifest_id = latest.id
     verdict = destroy_verdict(latest.value, now_ms / 1000, options.db_delete_grace_s)
     if verdict.state is DestroyState.DUE:
@@ -237,13 +239,16 @@ def _run_gc(
                            dry_run=dry_run, report=report, on_decision=on_decision)
     if verdict.state is DestroyState.PENDING:
         report.destroy = {"state": verdict.state.value, "reason": verdict.reason}
+    if not dry_run:
+        with report.phase("read_state"):
+            _check_before_expiring(store, root, latest, now_ms)
     with report.phase("expire_checkpoints"):
         live_latest = _expire_checkpoints(store, root, latest, clock, dry_run, report)
     with report.phase("read_state"):
         live = read_live_set(store, root, live_latest)
         if live_latest.id != latest.id and dry_run:
             live = replace(live, note="written when the expired checkpoints are removed")
-        check_external_paths(root, live.manifests().values())
+        check_live_external_dbs(root, live)
     with report.phase("list_and_plan"):
         plan = _plan(store, root, live, compactions, options, now_ms, backend, report, latest.id,
                      manifests)
@@ -260,10 +265,32 @@ def _run_gc(
     with report.phase("detach"):
         try:
             fresh = read_latest_manifest(store, root, plan.planned_latest_id)
-            _detach(store, root, read_live_set(store, root, fresh), clock, report, dry_run=False)
+            fresh_live = read_live_set(store, root, fresh)
+            check_live_external_dbs(root, fresh_live)
+            _detach(store, root, fresh_live, clock, report, dry_run=False)
         except SlateError as exc:
             report.error(f"detach: {exc}")
     return report
+
+
+def check_live_external_dbs(root: str, live: LiveSet) -> None:
+    """Check the ``external_dbs`` of every live manifest (GC follows them to release and
+    detach parents, and their SSTs are kept out of this database's deletions).
+
+    Raises:
+        CorruptObjectError: an unsafe path (:mod:`slatelib.core.external_dbs`).
+    """
+    for mid, m in sorted(live.manifests().items()):
+        check_external_dbs(root, m, manifest_id=mid)
+
+
+def _check_before_expiring(store: ObjectStore, root: str, latest: Versioned[Manifest],
+                           now_ms: int) -> None:
+    """Before the first write of a real run (removing expired checkpoints), read and check
+    the live set that write leaves, so that a refusal leaves the database untouched."""
+    kept, expired = without_expired_checkpoints(latest.value, now_ms / 1000)
+    if expired:
+        check_live_external_dbs(root, read_live_set(store, root, Versioned(latest.id, kept)))
 
 
 def _expire_checkpoints(store: ObjectStore, root: str, latest: Versioned[Manifest], clock: Clock,
@@ -365,7 +392,7 @@ def fresh_rules(store: ObjectStore, root: str, options: GcOptions, now_ms: int,
         raise ConflictError(f"{root}: latest manifest is {latest.id}, older than the "
                             f"{min_latest_id} GC planned with; nothing deleted")
     live = read_live_set(store, root, latest)
-    check_external_paths(root, live.manifests().values())
+    check_live_external_dbs(root, live)
     rules = build_rules(root, live, compactions, now_ms=now_ms, options=options,
                         compactions_block=planned.compactions.blocked,
                         compacted_block=planned.compacted.blocked)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slatelib.clock import Clock
+from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.gc_plan import (
     CompactionsState,
     DestroyState,
@@ -77,7 +78,9 @@ def run_destroy(
         ConflictError: the database changed while it was being destroyed (a new manifest,
             or no longer due); nothing of it was deleted yet.
         SlateError: releasing a parent's checkpoint failed (nothing deleted yet).
+        CorruptObjectError: an unsafe ``external_dbs`` path (nothing written).
     """
+    check_external_dbs(root, latest.value, manifest_id=latest.id)  # before any write
     rules = build_rules(root, LiveSet(latest.id, latest.value), CompactionsState(),
                         now_ms=report.now_ms, options=options,
                         destroy=destroy_rules(root, latest.id, verdict))

@@ -18,12 +18,14 @@ from slatelib.errors import (
     CorruptObjectError,
     DataError,
     ManifestMissingError,
+    NotADatabaseRootError,
     ObjectMissingError,
     StorageError,
 )
 from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.paths import DbPaths, join
 from slatelib.store.compactions_store import CompactionsStore
+from slatelib.store.db_root import database_root
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 
@@ -42,7 +44,8 @@ def read_latest_manifest(
     listing cannot hide a newer version.
 
     Raises:
-        ManifestMissingError: there is no manifest at all (not a database root).
+        NotADatabaseRootError: there is no manifest at all, or the root is a file (or lies
+            below one).
         CorruptObjectError / UnsupportedFormatVersionError: the latest does not decode.
     """
     ms = ManifestStore(store, root)
@@ -50,12 +53,9 @@ def read_latest_manifest(
     if got is None:
         got = ms.try_read_latest()
     if got is None:
-        where = root or "the store root"
-        raise ManifestMissingError(
-            f"no manifest under {where!r}: not a database root, GC refuses to run here "
-            "(to collect every database below a prefix, use --discover)",
-            path=ms.directory,
-        )
+        raise NotADatabaseRootError(
+            root, detail=", GC refuses to run here (to collect every database below a "
+            "prefix, use --discover)")
     for _ in range(MAX_PROBES):
         nxt = ms.try_read(got.id + 1)
         if nxt is None:
@@ -70,10 +70,13 @@ def read_compactions_state(store: ObjectStore, root: str) -> CompactionsState:
 
     Raises:
         UnavailableError / StorageError: the store itself failed.
+        NotADatabaseRootError: the root is a file, or lies below one.
     """
     cs = CompactionsStore(store, root)
     try:
         got = cs.try_read_latest()
+    except NotADatabaseRootError:
+        raise
     except (CorruptObjectError, DataError) as exc:
         log.warning("gc compactions state unreadable [root=%s, error=%s]", root, exc)
         return CompactionsState(error=str(exc))
@@ -131,10 +134,12 @@ def list_directory(
 
     Raises:
         StorageError: the listing returned a path outside the directory.
+        NotADatabaseRootError: the root is a file, or lies below one.
     """
     prefix = join(root, directory)
-    for meta in store.list(prefix, start_after=start_after, end_before=end_before):
-        yield check_listed(root, directory, meta)
+    with database_root(root):
+        for meta in store.list(prefix, start_after=start_after, end_before=end_before):
+            yield check_listed(root, directory, meta)
 
 
 # ------------------------------------------------------------------------- boundaries

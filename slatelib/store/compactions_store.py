@@ -24,4 +24,5 @@ class CompactionsStore(SequencedStore[Compactions]):
             decode_compactions,
             encode_compactions,
             kind="compactions file",
+            root=self.paths.root,
         )

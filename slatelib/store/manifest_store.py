@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slatelib.core.manifest import Manifest
-from slatelib.errors import ManifestMissingError
+from slatelib.errors import ManifestMissingError, NotADatabaseRootError
 from slatelib.format.manifest_codec import decode_manifest, encode_manifest
 from slatelib.objstore import ObjectStore
 from slatelib.paths import MANIFEST_EXT, DbPaths
@@ -26,8 +26,22 @@ class ManifestStore(SequencedStore[Manifest]):
             encode_manifest,
             missing_error=ManifestMissingError,
             kind="manifest",
+            root=self.paths.root,
         )
 
     @property
     def root(self) -> str:
         return self.paths.root
+
+    def read_latest(self) -> StoredManifest:
+        """The latest manifest.
+
+        Raises:
+            NotADatabaseRootError: there is no manifest (an empty or missing directory), or
+                the root is a file or lies below one.
+            CorruptObjectError / UnsupportedFormatVersionError: the latest does not decode.
+        """
+        got = self.try_read_latest()
+        if got is None:
+            raise NotADatabaseRootError(self.root)
+        return got

@@ -11,6 +11,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SortedRun, SstView
 from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows, resolve_versions
@@ -19,7 +20,7 @@ from slatelib.core.row import MERGE, Row
 from slatelib.format import bloom
 from slatelib.ids import Ulid
 from slatelib.store.sst_reader import SstReader
-from slatelib.store.table_store import TableStore, external_roots
+from slatelib.store.table_store import TableStore
 
 
 def _range_args(
@@ -120,7 +121,9 @@ class ReadView:
         self.tables = tables
         self.manifest = manifest
         self.merge_operator = merge_operator
-        self._external: dict[Ulid, str] = external_roots(manifest)
+        # Reads only resolve SST paths: the path's shape is checked, not where it lies.
+        self._external: dict[Ulid, str] = external_roots(tables.paths.root, manifest,
+                                                         shape_only=True)
         self._mem = [MemSource(t) for t in memtables]
         self._tree = self._tree_sources(manifest.l0, manifest.compacted)
         self._segments = [

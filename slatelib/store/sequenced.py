@@ -9,6 +9,7 @@ resurrect an id that GC deleted).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +20,12 @@ from slatelib.errors import (
     ConflictError,
     CorruptObjectError,
     ObjectMissingError,
+    PathIsFileError,
 )
 from slatelib.ids import format_id
 from slatelib.objstore import ObjectStore
 from slatelib.paths import file_name, parse_versioned_name
+from slatelib.store.db_root import database_root, refuse_file_root
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,12 @@ class Versioned(Generic[T]):
 
 
 class SequencedStore(Generic[T]):
-    """List, read and create-if-absent versions of one sequenced object kind."""
+    """List, read and create-if-absent versions of one sequenced object kind.
+
+    With ``root`` (the database root the directory belongs to), a root that is a file, or
+    lies below one, raises :class:`~slatelib.errors.NotADatabaseRootError`
+    (:mod:`slatelib.store.db_root`).
+    """
 
     def __init__(
         self,
@@ -52,6 +60,7 @@ class SequencedStore(Generic[T]):
         *,
         missing_error: type[ObjectMissingError] = ObjectMissingError,
         kind: str = "object",
+        root: str | None = None,
     ) -> None:
         self.store = store
         self.directory = directory
@@ -61,19 +70,28 @@ class SequencedStore(Generic[T]):
         self._encode = encode
         self._missing = missing_error
         self._kind = kind
+        self._root = root
+
+    def _at_root(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._root is None else database_root(self._root)
 
     def path(self, version_id: int) -> str:
         return f"{self.directory}/{format_id(version_id)}.{self.ext}"
 
     def list_ids(self) -> list[int]:
-        """Every parsable version id, ascending (other names are ignored, as 0.17 does)."""
+        """Every parsable version id, ascending (other names are ignored, as 0.17 does).
+
+        Raises:
+            NotADatabaseRootError: the database root is a file, or lies below one.
+        """
         ids: list[int] = []
-        for meta in self.store.list(self.directory):
-            vid = parse_versioned_name(file_name(meta.path), self.ext)
-            if vid is None:
-                log.warning("ignoring unexpected object [path=%s]", meta.path)
-                continue
-            ids.append(vid)
+        with self._at_root():
+            for meta in self.store.list(self.directory):
+                vid = parse_versioned_name(file_name(meta.path), self.ext)
+                if vid is None:
+                    log.warning("ignoring unexpected object [path=%s]", meta.path)
+                    continue
+                ids.append(vid)
         ids.sort()
         return ids
 
@@ -97,10 +115,15 @@ class SequencedStore(Generic[T]):
 
         Raises:
             CorruptObjectError / UnsupportedFormatVersionError: undecodable bytes.
+            NotADatabaseRootError: the database root is a file, or lies below one.
         """
         path = self.path(version_id)
         try:
             data = self.store.get(path)
+        except PathIsFileError as err:
+            if self._root is not None:
+                refuse_file_root(self._root, err)
+            return None
         except ObjectMissingError:
             return None
         return Versioned(version_id, self._decode(data, path=path))
@@ -156,11 +179,13 @@ class SequencedStore(Generic[T]):
         Raises:
             ConflictError: the version exists already, or GC's boundary has passed it
                 (the write is void; reload and retry).
+            NotADatabaseRootError: the database root is a file, or lies below one.
         """
         data = self._encode(value)
         path = self.path(version_id)
         try:
-            self.store.put_if_absent(path, data)
+            with self._at_root():
+                self.store.put_if_absent(path, data)
         except AlreadyExistsError as exc:
             raise ConflictError(f"{self._kind} {version_id} already exists ({path})") from exc
         boundary = self.read_boundary()

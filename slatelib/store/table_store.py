@@ -9,31 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import Executor
 
-from slatelib.core.manifest import Manifest, SstHandle
-from slatelib.errors import CorruptObjectError, InvalidArgumentError
+from slatelib.core.manifest import SstHandle
 from slatelib.format.sst import EncodedSst
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, put_if_absent_unique
-from slatelib.paths import DbPaths, normalize_path
+from slatelib.paths import DbPaths
 from slatelib.store.sst_reader import DEFAULT_PREFETCH, BlockCache, SstReader
-
-
-def external_roots(manifest: Manifest) -> dict[Ulid, str]:
-    """SST id -> validated root path of the external database holding it.
-
-    Raises:
-        CorruptObjectError: an ``external_dbs`` path is malformed or escapes the store
-            (``..``, empty segments, ...).
-    """
-    out: dict[Ulid, str] = {}
-    for ext in manifest.external_dbs:
-        try:
-            root = normalize_path(ext.path, what="external database path", allow_empty=False)
-        except InvalidArgumentError as exc:
-            raise CorruptObjectError(f"manifest external_dbs entry is unsafe: {exc}") from exc
-        for sid in ext.sst_ids:
-            out[sid] = root
-    return out
 
 
 class TableStore:

@@ -58,6 +58,7 @@ class Db(WriterEngine):
         Raises:
             FencedError: a newer writer claimed the database while this one opened.
             InvalidDbStateError: the database is a clone being created, or was destroyed.
+            NotADatabaseRootError: ``path`` is a file, or lies below one (nothing written).
             UnsupportedFeatureError: the database uses segments or a separate WAL store.
             InvalidArgumentError: bad path or settings.
             MergeOperatorMissingError: the WAL holds merge operands and none is configured.

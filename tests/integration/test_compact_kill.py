@@ -148,9 +148,9 @@ class Write:
 
     @property
     def kind(self) -> str:
-        for part in ("/manifest/", "/compactions/", "/compacted/", "/wal/"):
+        for part in ("/manifest/", "/compactions/", "/compacted/", "/wal/", "/slatelib/claims/"):
             if part in self.path:
-                return part.strip("/")
+                return part.strip("/").replace("slatelib/", "")
         return "other"
 
 
@@ -291,8 +291,9 @@ def test_a_compaction_killed_before_or_after_each_write_loses_nothing_and_recove
     template: Template, one_run: list[Write], tmp_path: Path,
 ) -> None:
     kinds = [w.kind for w in one_run]
-    # fence (manifest, compactions), record, outputs, Compacted, commit, Completed
-    assert kinds[:3] == ["manifest", "compactions", "compactions"], kinds
+    # claim record (claiming), fence manifest, claim record (claimed), compactions claim,
+    # record, outputs, Compacted, commit, Completed
+    assert kinds[:5] == ["claims", "manifest", "claims", "compactions", "compactions"], kinds
     assert kinds.count("compacted") >= 2 and kinds[-3:] == ["compactions", "manifest",
                                                            "compactions"], kinds
     points = [(w.index, when) for w in one_run for when in ("kill", "kill-after")]

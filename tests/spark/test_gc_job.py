@@ -61,8 +61,10 @@ def test_job_collects_many_databases_like_the_single_process_planner(
 ) -> None:
     twin = tmp_path / "twin"
     shutil.copytree(fixture_copy, twin)
+    (tmp_path / "afile").write_bytes(b"not a database")
     args = job_args(tmp_path, *[a for n in DBS for a in ("--db", f"file://{fixture_copy}/{n}")],
                     "--db", f"file://{fixture_copy}/not-a-db",
+                    "--db", f"file://{tmp_path}/afile",  # a file: not a database root either
                     "--db", f"file://{fixture_copy}/ckpt_clone/",  # a prefix spelling: refused
                     "--min-age", "0s", "--force", "--no-dry-run")
     report, code = run(spark, load_settings(args.conf), args)
@@ -70,10 +72,12 @@ def test_job_collects_many_databases_like_the_single_process_planner(
     by_db = {r["db"].rstrip("/").rsplit("/", 1)[1]: r for r in report["databases"]}
     assert by_db["not-a-db"]["status"] == "data_error"
     assert "not a database root" in by_db["not-a-db"]["error"]["message"]
+    assert by_db["afile"]["status"] == "data_error"
+    assert by_db["afile"]["error"]["message"].endswith("afile' is a file, not a database root")
     assert by_db["ckpt_clone"]["status"] == "invalid_input"
     assert "ends with '/': that names a prefix" in by_db["ckpt_clone"]["error"]["message"]
     assert all(by_db[n]["status"] == "success" for n in DBS)
-    assert report["totals"]["databases"] == 5 and report["totals"]["failed"] == 2
+    assert report["totals"]["databases"] == 6 and report["totals"]["failed"] == 3
     assert by_db["basic"]["kinds"]["compacted"]["deleted"] == 3
     local = open_store(f"file://{twin}")
     for n in DBS:

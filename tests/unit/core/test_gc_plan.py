@@ -5,14 +5,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-import pytest
-
 from slatelib.core.gc_plan import (
     CompactionsState,
     DestroyState,
     LiveSet,
     build_rules,
-    check_external_paths,
     destroy_rules,
     destroy_verdict,
     own_referenced_ssts,
@@ -24,7 +21,6 @@ from slatelib.core.gc_plan import (
 from slatelib.core.gc_rules import Action, GcOptions, decide
 from slatelib.core.gc_text import fmt_age, fmt_time
 from slatelib.core.manifest import ExternalDb, Segment, SstView
-from slatelib.errors import CorruptObjectError
 from slatelib.paths import DbPaths
 from tests.unit.gc_support import HOUR, checkpoint, manifest, ulid_at
 
@@ -99,24 +95,6 @@ def test_removing_detached_entries_keeps_entries_that_gained_ssts() -> None:
     assert remove_detached(out, {final}) is None
     regrown = manifest(external_dbs=[ext("a", (ulid_at(NOW),), final)])
     assert remove_detached(regrown, {final}) is None
-
-
-@pytest.mark.parametrize("path, why", [
-    ("../db", "'..' segment"),
-    ("s3://other-bucket/db", "contains ':'"),
-    ("db//x", "empty segment"),
-    ("t/db", "is this database"),
-    ("t/db/inner", "is this database or lies inside it"),
-    ("t/db-parent/", "not canonical"),
-])
-def test_unsafe_external_paths_are_refused(path: str, why: str) -> None:
-    m = manifest(external_dbs=[ext(path)])
-    with pytest.raises(CorruptObjectError, match=why):
-        check_external_paths("t/db", [m])
-
-
-def test_sibling_and_ancestor_external_paths_are_accepted() -> None:
-    check_external_paths("t/db-clone", [manifest(external_dbs=[ext("t/db"), ext("t")])])
 
 
 # --------------------------------------------------------------------------- destroy

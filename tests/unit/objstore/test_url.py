@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slatelib.errors import InvalidArgumentError, StorageError
+from slatelib.errors import InvalidArgumentError, PathIsFileError
 from slatelib.objstore import StoreSpec, open_raw_store, reset_memory_stores, split_db_url
 from slatelib.objstore.url import resolve_s3_options
 
@@ -75,9 +75,10 @@ def test_file_root_url_is_the_file_system_root(tmp_path: Path) -> None:
     assert open_raw_store(root_url).get(db_path) == b"abc"
 
 
-def test_file_root_that_is_a_file_is_a_storage_error(tmp_path: Path) -> None:
+def test_file_root_that_is_a_file_is_refused_naming_it(tmp_path: Path) -> None:
     (tmp_path / "afile").write_bytes(b"")
-    with pytest.raises(StorageError):
+    # A data error (exit code 5), not a storage failure that a retry policy would retry.
+    with pytest.raises(PathIsFileError, match="store root '.*/afile' is a file, not a directory"):
         open_raw_store(f"file://{tmp_path}/afile")
 
 

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from slatelib import Db, DbReader, create_checkpoint, create_clone, destroy
-from slatelib.core.manifest import ExternalDb, Manifest, SortedRun, SstView
+from slatelib.cli.app import main as slate
+from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SortedRun, SstView
 from slatelib.errors import (
+    CorruptObjectError,
     InvalidArgumentError,
     InvalidDbStateError,
     ManifestMissingError,
 )
+from slatelib.exit_codes import EXIT_DATA
 from slatelib.ids import Ulid
-from slatelib.objstore import ObjectStore, RetryingObjectStore, open_raw_store
+from slatelib.objstore import ObjectStore, RetryingObjectStore, open_raw_store, open_store
 from slatelib.ops.clone import EPHEMERAL_CHECKPOINT_LIFETIME_S, plan_clone_manifest
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
+from tests.unit.store_snapshot import snapshot
 from tests.unit.writer.support import writer_settings
 from tests.unit.writer.test_manifest_rules import handle
 
@@ -175,3 +180,133 @@ def test_clone_errors(raw: ObjectStore, clock: FakeClock) -> None:
     with pytest.raises(InvalidDbStateError, match="not initialized"):
         create_clone("clone3", "half", raw, clock=clock)
     assert not list(raw.list(DbPaths("clone3").manifest_dir))
+
+
+# ------------------------------------------------------------ validated before any write
+def with_external_path(store: ObjectStore, db: str, path: str) -> int:
+    """Write the next manifest of ``db`` with its last external database renamed ``path``."""
+    ms = ManifestStore(store, db)
+    cur = ms.read_latest()
+    *kept, last = cur.value.external_dbs
+    return ms.write(cur.id + 1, replace(cur.value, external_dbs=(*kept, replace(last, path=path)))).id
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("../parent", "has a '..' segment"),
+    ("/abs/parent", "is absolute"),
+    ("mid/inner", "lies inside this database"),
+    ("mid", "is this database itself"),
+    ("a//b", "empty segment"),
+])
+def test_a_clone_of_a_parent_with_an_unsafe_external_path_writes_nothing(
+    raw: ObjectStore, clock: FakeClock, bad: str, why: str
+) -> None:
+    make_parent(raw, clock)
+    create_clone("mid", "parent", raw, clock=clock)  # a clone of a clone inherits "parent"
+    mid = with_external_path(raw, "mid", bad)
+    before = snapshot(raw)
+    with pytest.raises(CorruptObjectError) as info:
+        create_clone("leaf", "mid", raw, clock=clock)
+    assert str(info.value).startswith(f"database 'mid', manifest {mid}: external_dbs[0] path {bad!r} ")
+    assert why in str(info.value)
+    assert snapshot(raw) == before  # no ephemeral checkpoint in mid, nothing under leaf
+
+
+def test_the_cli_clone_exits_with_a_data_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], clock: FakeClock
+) -> None:
+    url = f"file://{tmp_path}"
+    store = open_store(url)
+    make_parent(store, clock)
+    create_clone("mid", "parent", store, clock=clock)
+    with_external_path(store, "mid", "../parent")
+    before = snapshot(store)
+    assert slate(["--store", url, "--path", "leaf", "clone", "--parent", "mid"]) == EXIT_DATA
+    assert "external_dbs[0] path '../parent' has a '..' segment" in capsys.readouterr().err
+    assert snapshot(store) == before
+
+
+def test_an_unsafe_path_in_the_checkpointed_manifest_writes_nothing(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock)
+    create_clone("mid", "parent", raw, clock=clock)
+    with_external_path(raw, "mid", "../parent")
+    ms = ManifestStore(raw, "mid")
+    cur = ms.read_latest()
+    pinned = replace(cur.value, checkpoints=(Checkpoint(uuid.uuid4(), cur.id, None, 1),))
+    ms.write(cur.id + 1, pinned)  # a checkpoint pinning the bad version
+    with_external_path(raw, "mid", "parent")  # the latest is repaired, the pinned one is not
+    before = snapshot(raw)
+    with pytest.raises(CorruptObjectError, match=f"manifest {cur.id}: external_dbs"):
+        create_clone("leaf", "mid", raw, pinned.checkpoints[0].id, clock=clock)
+    assert snapshot(raw) == before
+
+
+def test_clone_paths_that_would_contain_an_external_database_write_nothing(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock, "x/parent")
+    create_clone("mid", "x/parent", raw, clock=clock)
+    before = snapshot(raw)
+    with pytest.raises(InvalidArgumentError, match="the parent would lie inside the clone"):
+        create_clone("x", "x/parent", raw, clock=clock)
+    with pytest.raises(InvalidArgumentError, match="'x/parent' .* would lie inside it"):
+        create_clone("x", "mid", raw, clock=clock)  # inherits x/parent
+    assert snapshot(raw) == before
+
+
+def test_a_clone_nested_inside_its_parent_is_legal(raw: ObjectStore, clock: FakeClock) -> None:
+    make_parent(raw, clock)
+    create_clone("parent/kid", "parent", raw, clock=clock)
+    with DbReader.open("parent/kid", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2"}
+    report = destroy("parent/kid", raw, soft=False, clock=clock)
+    assert report.released_parents == ("parent",)
+    assert not [p for p in snapshot(raw) if p.startswith("parent/kid/")]
+    with DbReader.open("parent", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2"}
+
+
+def test_a_destination_with_leftovers_of_another_database_is_refused(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock)
+    raw.put(DbPaths("clone").wal(7), b"someone else's WAL")
+    before = snapshot(raw)
+    with pytest.raises(InvalidDbStateError, match="no manifest but holds 1 objects"):
+        create_clone("clone", "parent", raw, clock=clock)
+    raw.delete(DbPaths("clone").wal(7))
+    raw.put("clone/.deleting", b"")
+    with pytest.raises(InvalidDbStateError, match="hard destroy .* is unfinished"):
+        create_clone("clone", "parent", raw, clock=clock)
+    raw.delete("clone/.deleting")
+    assert snapshot(raw) == {p: b for p, b in before.items() if not p.startswith("clone/")}
+
+
+def test_a_missing_or_expired_checkpoint_writes_nothing(raw: ObjectStore, clock: FakeClock) -> None:
+    make_parent(raw, clock)
+    expired = create_checkpoint("parent", raw, lifetime=1, clock=clock)
+    clock.advance(5)
+    before = snapshot(raw)
+    with pytest.raises(InvalidDbStateError, match="has expired"):
+        create_clone("clone", "parent", raw, expired.id, clock=clock)
+    with pytest.raises(InvalidDbStateError, match="not found"):
+        create_clone("clone", "parent", raw, uuid.uuid4(), clock=clock)
+    assert snapshot(raw) == before
+
+
+def test_an_ancestor_without_the_parents_final_checkpoint_writes_nothing(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock, "a")
+    create_clone("b", "a", raw, clock=clock)
+    final = ManifestStore(raw, "b").read_latest().value.external_dbs[0].final_checkpoint_id
+    ms = ManifestStore(raw, "a")
+    cur = ms.read_latest()
+    ms.write(cur.id + 1, replace(cur.value, checkpoints=tuple(
+        c for c in cur.value.checkpoints if c.id != final)))  # released behind b's back
+    before = snapshot(raw)
+    with pytest.raises(InvalidDbStateError, match=f"external database 'a' cannot take .*{final}"):
+        create_clone("c", "b", raw, clock=clock)
+    assert snapshot(raw) == before

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from slatelib import Db, create_checkpoint, create_clone, destroy
+from slatelib import Db, DbReader, create_checkpoint, create_clone, destroy
+from slatelib.cli.app import main as slate
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.config import GcSettings, Settings
 from slatelib.core.checkpoints import is_writer_checkpoint
-from slatelib.errors import FencedError, InvalidDbStateError, ManifestMissingError
-from slatelib.objstore import ObjectStore, open_raw_store
+from slatelib.errors import (
+    CorruptObjectError,
+    FencedError,
+    InvalidDbStateError,
+    ManifestMissingError,
+)
+from slatelib.exit_codes import EXIT_DATA, EXIT_OK
+from slatelib.objstore import ObjectStore, open_raw_store, open_store
 from slatelib.ops.destroy import DELETING_MARKER
+from slatelib.ops.gc import collect_garbage
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
+from tests.unit.store_snapshot import snapshot
 from tests.unit.writer.support import writer_settings
 
 NOW_MS = 1_750_000_000_000
@@ -147,3 +161,118 @@ def test_paths_that_are_not_databases(raw: ObjectStore, clock: FakeClock) -> Non
         destroy("empty", raw, soft=False, clock=clock)
     with pytest.raises(ManifestMissingError):
         destroy("empty", raw, clock=clock)
+
+
+# ------------------------------------------------------------ validated before any write
+UNSAFE_PARENT_PATHS = [
+    ("../parent", "has a '..' segment"),
+    ("/abs/parent", "is absolute"),
+    ("clone/inner", "lies inside this database"),
+    ("clone", "is this database itself"),
+    ("a//b", "empty segment"),
+    ("parent/", "not canonical"),
+]
+
+
+def clone_with_external_path(store: ObjectStore, path: str, clock: Clock = SYSTEM_CLOCK) -> int:
+    """``parent`` and its clone ``clone``, whose latest manifest (the id returned) names the
+    parent as ``path``."""
+    with Db.open("parent", store, writer_settings(), clock=clock) as db:
+        db.put(b"k", b"v")
+        db.flush()
+    create_clone("clone", "parent", store, clock=clock)
+    ms = ManifestStore(store, "clone")
+    cur = ms.read_latest()
+    (entry,) = cur.value.external_dbs
+    return ms.write(cur.id + 1, replace(cur.value, external_dbs=(replace(entry, path=path),))).id
+
+
+@pytest.mark.parametrize("hard", [False, True])
+@pytest.mark.parametrize("bad, why", UNSAFE_PARENT_PATHS)
+def test_destroy_refuses_an_unsafe_external_path_before_any_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str, why: str, hard: bool
+) -> None:
+    url = f"file://{tmp_path}"
+    store = open_store(url)
+    mid = clone_with_external_path(store, bad)
+    before = snapshot(store)
+    assert any(p.startswith("clone/") for p in before) and any(p.startswith("parent/") for p in before)
+    code = slate(["--store", url, "--path", "clone", "destroy", *(["--hard"] if hard else [])])
+    out, err = capsys.readouterr()
+    assert code == EXIT_DATA and out == ""
+    assert f"error: database 'clone', manifest {mid}: external_dbs[0] path {bad!r} " in err
+    assert why in err
+    assert snapshot(store) == before  # byte for byte: no fenced epoch, no marker, no release
+
+
+def test_after_a_refused_hard_destroy_a_repaired_clone_destroys_and_releases_its_parent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"file://{tmp_path}"
+    store = open_store(url)
+    clone_with_external_path(store, "../parent")
+    assert slate(["--store", url, "--path", "clone", "destroy", "--hard"]) == EXIT_DATA
+    ms = ManifestStore(store, "clone")
+    cur = ms.read_latest()
+    assert cur.value.destroyed_at_s is None
+    (entry,) = cur.value.external_dbs
+    ms.write(cur.id + 1, replace(cur.value, external_dbs=(replace(entry, path="parent"),)))
+    capsys.readouterr()
+    assert slate(["--store", url, "--path", "clone", "destroy", "--hard"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["released_parents"] == ["parent"] and out["missing_parents"] == []
+    finals = [c for c in ManifestStore(store, "parent").read_latest().value.checkpoints
+              if c.expire_time_s is None]
+    assert finals == [] and objects(store, "clone") == []
+
+
+def test_hard_destroy_refuses_when_a_parent_manifest_does_not_decode(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    clone_with_external_path(raw, "parent", clock)
+    parent = ManifestStore(raw, "parent")
+    raw.put(parent.path(parent.read_latest().id + 1), b"\x00\x02junk")
+    before = snapshot(raw)
+    with pytest.raises(CorruptObjectError, match="refusing to hard-destroy 'clone' .*'parent' "
+                       "holds its final checkpoint .* nothing was changed"):
+        destroy("clone", raw, soft=False, clock=clock)
+    assert snapshot(raw) == before
+
+
+def test_hard_destroy_reports_a_parent_that_has_no_manifest(raw: ObjectStore, clock: FakeClock) -> None:
+    clone_with_external_path(raw, "elsewhere/parent", clock)
+    report = destroy("clone", raw, soft=False, clock=clock)
+    assert report.missing_parents == ("elsewhere/parent",) and report.released_parents == ()
+    assert objects(raw, "clone") == []
+
+
+def test_a_chain_of_clones_destroys_and_collects(raw: ObjectStore, clock: FakeClock) -> None:
+    make_db(raw, clock, "a")
+    for clone, parent in (("b", "a"), ("c", "b"), ("d", "c")):
+        create_clone(clone, parent, raw, clock=clock)
+        with Db.open(clone, raw, writer_settings(), clock=clock) as db:
+            db.put(clone.encode(), b"own")  # an SST of its own, so the next clone pins it
+            db.flush()
+
+    def finals(path: str) -> set[uuid.UUID]:
+        return {c.id for c in ManifestStore(raw, path).read_latest().value.checkpoints
+                if c.expire_time_s is None}
+
+    d = ManifestStore(raw, "d").read_latest().value
+    assert [e.path for e in d.external_dbs] == ["a", "b", "c"]
+    report = destroy("d", raw, soft=False, clock=clock)  # hard: releases every ancestor
+    assert report.released_parents == ("a", "b", "c") and objects(raw, "d") == []
+    assert all(e.final_checkpoint_id not in finals(e.path) for e in d.external_dbs)
+    c = ManifestStore(raw, "c").read_latest().value
+    destroy("c", raw, clock=clock)  # soft; GC deletes it and releases a and b
+    later = NOW_MS / 1000 + 3600
+    gc = collect_garbage("c", raw, dry_run=False, now=later,
+                         settings=Settings(gc=GcSettings(db_delete_grace=0)))
+    assert gc.destroy is not None and gc.destroy["completed"] is True, gc.destroy
+    assert [p["status"] for p in gc.destroy["parents"]] == ["released", "released"]
+    assert objects(raw, "c") == []
+    assert all(e.final_checkpoint_id not in finals(e.path) for e in c.external_dbs)
+    for path in ("b", "a"):
+        assert collect_garbage(path, raw, dry_run=False, now=later).error_count == 0
+    with DbReader.open("b", raw, mode="latest") as r:
+        assert r.get(b"k") == b"v"

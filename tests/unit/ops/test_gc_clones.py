@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -11,6 +12,7 @@ from slatelib.config import GcSettings, Settings
 from slatelib.core.compactions import CompactionStatus
 from slatelib.core.manifest import ExternalDb
 from slatelib.errors import CorruptObjectError
+from slatelib.exit_codes import EXIT_DATA, exit_code_for
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.destroy import destroy
 from slatelib.ops.gc import collect_garbage
@@ -25,6 +27,7 @@ from tests.unit.gc_support import (
     manifest,
     ulid_at,
 )
+from tests.unit.store_snapshot import snapshot
 
 PARENT, CLONE = "t/db", "t/db-clone"
 NO_GRACE = Settings(gc=GcSettings(db_delete_grace=0))
@@ -118,14 +121,47 @@ def test_detach_from_a_missing_parent_is_reported_and_keeps_the_entry(store: Obj
 
 
 @pytest.mark.parametrize("hostile", ["../db", "s3://other-bucket/db", "t/db-clone",
-                                     "t/db-clone/compacted", "t//db"])
-def test_hostile_external_paths_refuse_the_run(store: ObjectStore, hostile: str) -> None:
+                                     "t/db-clone/compacted", "t//db", "/t/db", "t/db/"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_hostile_external_paths_refuse_the_run(store: ObjectStore, hostile: str,
+                                               dry_run: bool) -> None:
     fam = Family(store, ext_path=hostile)
-    before = fam.clone.listing() | fam.parent.listing()
-    with pytest.raises(CorruptObjectError, match="external"):
-        collect_garbage(CLONE, store, dry_run=False, now=fam.later_s)
-    assert fam.clone.listing() | fam.parent.listing() == before
+    before = snapshot(store)
+    with pytest.raises(CorruptObjectError) as info:
+        collect_garbage(CLONE, store, dry_run=dry_run, now=fam.later_s)
+    assert str(info.value).startswith(
+        f"database {CLONE!r}, manifest 1: external_dbs[0] path {hostile!r} ")
+    assert exit_code_for(info.value) == EXIT_DATA
+    assert snapshot(store) == before
     assert fam.parent_checkpoints(store) == [fam.final]
+
+
+def test_hostile_paths_in_a_pinned_manifest_refuse_before_expired_checkpoints_go(
+    store: ObjectStore,
+) -> None:
+    # Removing expired checkpoints is GC's first write: the live set it leaves (here the
+    # manifest a live checkpoint pins) is checked before it.
+    fam = Family(store, ext_path="../db")
+    good = ManifestStore(store, CLONE).read_latest().value
+    fam.clone.manifest(2, replace(good, external_dbs=(replace(fam.ext, path=PARENT),),
+                                  checkpoints=(checkpoint(1), checkpoint(2, expire_s=1))))
+    before = snapshot(store)
+    with pytest.raises(CorruptObjectError, match=r"^database 't/db-clone', manifest 1: "
+                       r"external_dbs\[0\] path '\.\./db' has a '\.\.' segment"):
+        collect_garbage(CLONE, store, dry_run=False, now=fam.later_s)
+    assert snapshot(store) == before
+
+
+def test_a_soft_destroyed_clone_with_a_hostile_path_is_not_deleted(store: ObjectStore) -> None:
+    fam = Family(store)
+    destroy(CLONE, store, soft=True, clock=FakeClock(fam.t0 - HOUR))
+    ms = ManifestStore(store, CLONE)
+    latest = ms.read_latest()
+    ms.write(latest.id + 1, replace(latest.value, external_dbs=(replace(fam.ext, path="/t/db"),)))
+    before = snapshot(store)
+    with pytest.raises(CorruptObjectError, match="is absolute"):
+        collect_garbage(CLONE, store, dry_run=False, now=fam.later_s, settings=NO_GRACE)
+    assert snapshot(store) == before and fam.parent_checkpoints(store) == [fam.final]
 
 
 # ------------------------------------------------------------------------ soft destroy
