@@ -197,7 +197,7 @@ def _peak_rss(pid: int) -> int:
 
 
 def _warm_up(_: int) -> int:
-    import slatelib.ops.compact  # noqa: F401  (imports the executor side once)
+    import slatelib.ops.compaction  # noqa: F401  (imports the executor side once)
 
     return os.getpid()
 

@@ -1,9 +1,9 @@
 """The Spark side of the compaction job: one Spark job per compaction, one partition per
 key range, with progress on stderr.
 
-Tasks are :class:`~slatelib.ops.compact.CompactionTask` values (small, picklable: a
+Tasks are :class:`~slatelib.ops.compaction.CompactionTask` values (small, picklable: a
 ``StoreSpec``, the range and its input views); each executor runs
-:func:`slatelib.ops.compact.run_compaction_task`, which opens its own store and returns the
+:func:`slatelib.ops.compaction.run_compaction_task`, which opens its own store and returns the
 result, or the failure as a value (Spark would lose the error's type), to the driver.
 """
 
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from slatelib.ops.compact import CompactionTask, TaskOutcome, run_compaction_task
+from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

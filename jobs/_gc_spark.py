@@ -1,6 +1,6 @@
 """The Spark side of GC: distributed listing, DataFrame joins, parallel deletes.
 
-:class:`SparkBackend` implements :class:`slatelib.ops.gc_backend.GcBackend`:
+:class:`SparkBackend` implements :class:`slatelib.ops.gc.backend.GcBackend`:
 
 - ``manifest/`` and ``compactions/`` are listed by the driver, which needs them anyway for
   the boundary files. For ``wal/`` and ``compacted/`` the driver lists one page (1000
@@ -37,8 +37,8 @@ from slatelib.core.gc_ranges import ListRange, ranges_from_cuts, ulid_cuts, wal_
 from slatelib.core.gc_rules import Action, GcDecision, GcRules, ObjectKind
 from slatelib.ids import Ulid, ulid_from_str, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.gc_backend import LocalBackend, LocalDecisions, LocalListing, Tally
-from slatelib.ops.gc_exec import (
+from slatelib.ops.gc.backend import LocalBackend, LocalDecisions, LocalListing, Tally
+from slatelib.ops.gc.exec import (
     DELETE_BATCH,
     DeleteTally,
     Row,
@@ -47,7 +47,7 @@ from slatelib.ops.gc_exec import (
     list_range_keyed,
     revalidate_and_delete,
 )
-from slatelib.ops.gc_state import list_directory
+from slatelib.ops.gc.state import list_directory
 from slatelib.paths import COMPACTED_DIR, WAL_DIR, join, parse_compacted_name, parse_wal_name
 
 LISTED = StructType([

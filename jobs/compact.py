@@ -6,7 +6,7 @@ range across executors and committed by the driver with one manifest CAS.
         [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--takeover] [--conf FILE ...]
         [--report FILE] [-v]
 
-Each database runs :func:`slatelib.ops.compact.run_compaction` with a Spark task runner:
+Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark task runner:
 tasks are small picklable range specs, executors open their own store from the task's
 ``StoreSpec`` and upload their output SSTs; the driver plans, fences, records the compaction
 in ``compactions/`` and commits. Progress goes to stderr; the JSON report (stdout, and
@@ -41,11 +41,11 @@ from jobs._common import (
     settings_from,
     usage_error,
 )
-from slatelib.cli.compact_cmds import add_compaction_args, parse_positive, parse_sources
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
+from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.objstore import open_store
-from slatelib.ops.compact import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
+from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,5 +1,5 @@
 /*
- * slatelib._speedups: native versions of the SST codec's hot paths (spec 7.4-7.9).
+ * slatelib._speedups: native versions of the SST codec's hot paths (format §7.4-7.9).
  *
  * The pure-Python code in slatelib/format/{bloom,block,sst}.py is the reference: every
  * function here returns exactly what its `*_py` counterpart returns and rejects exactly what
@@ -140,7 +140,7 @@ static void span_release(ByteSpan *span)
         v2 = ROTL64(v2, 32);                                                              \
     } while (0)
 
-/* SipHash-1-3 with key (0, 0), spec 7.9 (the hash of 0.17.0's bloom filters). */
+/* SipHash-1-3 with key (0, 0), format §7.9 (the hash of 0.17.0's bloom filters). */
 static uint64_t siphash13_raw(const unsigned char *p, size_t n)
 {
     uint64_t v0 = 0x736F6D6570736575ULL;
@@ -481,7 +481,7 @@ static PyObject *opt_ts(IntCache *c, int present, uint64_t raw)
     return cached_i64(c, raw);
 }
 
-/* Kind of a row from its flags, or -1 for flags 0.17 rejects (spec 7.6). */
+/* Kind of a row from its flags, or -1 for flags 0.17 rejects (format §7.6). */
 static inline int kind_of_flags(unsigned flags)
 {
     if (flags & ~KNOWN_FLAGS) {
@@ -774,7 +774,7 @@ static PyObject *decode_v1(const unsigned char *p, size_t n)
             first = key;
             first_len = (size_t)PyBytes_GET_SIZE(key);
         }
-        /* v1 drops a tombstone's expire_ts on read (spec 7.5) */
+        /* v1 drops a tombstone's expire_ts on read (format §7.5) */
         if (append_row(rows, &caches, key, seq, kind, value,
                        has_exp && kind != KIND_TOMBSTONE, exp, has_cre, cre) < 0) {
             goto error;
@@ -825,7 +825,7 @@ static PyObject *py_decode_block_v1(PyObject *self, PyObject *arg)
 /* ------------------------------------------------------------------ block writer */
 
 /*
- * BlockWriterV2: cuts rows into v2 blocks with 0.17.0's fit rule (spec 7.7) and keeps the
+ * BlockWriterV2: cuts rows into v2 blocks with 0.17.0's fit rule (format §7.7) and keeps the
  * SST-level bookkeeping of SstWriter (ordering, stats, bloom hashes, index keys).
  * Reference implementation: slatelib.format.block.BlockWriterPy.
  */
@@ -945,7 +945,7 @@ static unsigned char *put_varint(unsigned char *p, uint64_t v)
     return p;
 }
 
-/* Index key of a block (spec 7.8): shortest prefix of `first` greater than `prev_last`. */
+/* Index key of a block (format §7.8): shortest prefix of `first` greater than `prev_last`. */
 static PyObject *index_separator(PyObject *prev_last, PyObject *first)
 {
     const unsigned char *a = (const unsigned char *)PyBytes_AS_STRING(prev_last);

@@ -95,12 +95,6 @@ def _bad_duration(what: str, text: object) -> float:
     )
 
 
-def format_duration(seconds: float) -> str:
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{round(seconds * 1000)}ms"
-
-
 def parse_size(text: str | int, *, what: str = "size") -> int:
     """Bytes in ``64MiB``, ``4096``, ``1GB``.
 
@@ -159,7 +153,8 @@ class WriterSettings:
     """The embedded writer (names as in 0.17 ``Settings``).
 
     ``checkpoint_lifetime`` (slatelib only): expiry of the writer checkpoint, refreshed once
-    half of it has passed (docs/rfcs/0005); at least 10 s and 4 x ``manifest_poll_interval``.
+    half of it has passed (docs/rfcs/0005-writer-wal-and-fencing.md); at least 10 s and 4 x
+    ``manifest_poll_interval``.
     """
 
     flush_interval: float | None = field(default=0.1, metadata=DURATION)

@@ -94,3 +94,57 @@ def accept_dash_values(parser: argparse.ArgumentParser) -> None:
 
 
 __all__ = ["OnOffFlag", "accept_dash_values", "size", "whole_number"]
+
+
+# ------------------------------------------------------------ compaction (slate, jobs)
+def parse_sources(text: str | None) -> list[str] | None:
+    """``--sources l0:<ULID>,sr:3`` as a list (None when not given).
+
+    Raises:
+        InvalidArgumentError: an empty list.
+    """
+    if text is None:
+        return None
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise InvalidArgumentError("--sources needs at least one source (l0:<ULID> or sr:<id>)")
+    return items
+
+
+def parse_positive(text: str | None, what: str, *, size: bool = False) -> int | None:
+    """A positive integer (or a size such as ``64MiB``), None when not given.
+
+    Raises:
+        InvalidArgumentError: not a positive number.
+    """
+    if text is None:
+        return None
+    if size:
+        value = parse_size(text, what=what)
+    else:
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidArgumentError(f"{what} must be a positive integer, got {text!r}") \
+                from None
+    if value < 1:
+        raise InvalidArgumentError(f"{what} must be positive, got {text!r}")
+    return value
+
+
+def add_compaction_args(p: argparse.ArgumentParser) -> None:
+    """The compaction options shared by ``slate compact`` and ``jobs/compact.py``."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--policy", help="l0 (default, or [compaction] policy), full, size-tiered")
+    which.add_argument("--sources", help="explicit sources instead of a policy: "
+                       "l0:<view ULID>,sr:<run id>,...")
+    p.add_argument("--max-sst-size", help="target output SST size, e.g. 256MiB")
+    p.add_argument("--parallelism", help="key ranges run at once (default: the cores)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="plan and split only; write nothing (the report says who holds the "
+                        "compactor epoch)")
+    p.add_argument("--takeover", action="store_true",
+                   help="fence the compactor that holds the epoch even when it is not "
+                        "slatelib's (an official 0.17 compactor, a coordinator). Only after "
+                        "turning it off: a live official writer with its embedded compactor "
+                        "on closes with Closed(FENCED)")

@@ -2,7 +2,7 @@
 
 A ULID is kept as a plain ``int`` (the 128-bit value), which is fast to compare and hash;
 its text form is 26 characters of Crockford base32. The top 48 bits are the creation time
-in Unix milliseconds, which SlateDB's GC (RFC-0029) reads as the object's age, so new ULIDs
+in Unix milliseconds, which SlateDB's GC (SlateDB RFC-0029) reads as the object's age, so new ULIDs
 must come from the current wall clock.
 """
 
@@ -67,16 +67,6 @@ def ulid_time_ms(value: int) -> int:
     return value >> 80
 
 
-def ulid_from_parts(high: int, low: int) -> Ulid:
-    """Join the flatbuffer ``Ulid {high, low}`` halves into one integer."""
-    return Ulid((high << 64) | low)
-
-
-def ulid_parts(value: int) -> tuple[int, int]:
-    """Split a ULID into its flatbuffer ``(high, low)`` u64 halves."""
-    return value >> 64, value & 0xFFFFFFFFFFFFFFFF
-
-
 class UlidGenerator:
     """Mints ULIDs from a millisecond clock, monotonically increasing per generator.
 
@@ -97,15 +87,6 @@ class UlidGenerator:
                 candidate = self._last + 1
         self._last = candidate
         return Ulid(candidate)
-
-
-def uuid_from_parts(high: int, low: int) -> uuid.UUID:
-    """Join the flatbuffer ``Uuid {high, low}`` halves (big-endian halves of the UUID)."""
-    return uuid.UUID(int=(high << 64) | low)
-
-
-def uuid_parts(value: uuid.UUID) -> tuple[int, int]:
-    return value.int >> 64, value.int & 0xFFFFFFFFFFFFFFFF
 
 
 def parse_uuid(text: str) -> uuid.UUID:

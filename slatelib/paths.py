@@ -1,4 +1,4 @@
-"""Pure layout of a database's objects under its root path (spec section 2).
+"""Pure layout of a database's objects under its root path (format §2).
 
 Object-store paths have no leading ``/`` and use ``/`` between segments. Every path that
 slatelib builds or accepts goes through :func:`normalize_path`, which rejects ``..``, ``.``,

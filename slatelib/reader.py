@@ -1,7 +1,7 @@
 """``DbReader``: point reads and streaming scans of a database, in three modes.
 
-- ``mode="managed"`` (default; seed 002 and 0.17's managed checkpoint): the reader
-  establishes its own checkpoint against the version it writes (``V + 1``, expiring after
+- ``mode="managed"`` (default; design doc 'checkpoints and clones' and 0.17's managed checkpoint):
+  the reader establishes its own checkpoint against the version it writes (``V + 1``, expiring after
   ``checkpoint_lifetime``, ``wal_id_last_seen`` raised to the last WAL found), reads the
   manifest that checkpoint pins and replays the WAL into memtables of at most
   ``max_memtable_bytes``. It polls the manifest every ``manifest_poll_interval`` (or on
@@ -40,32 +40,19 @@ from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, as_merge_operator
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.ids import parse_uuid
-from slatelib.objstore import ObjectStore, open_store
+from slatelib.objstore import ObjectStore, resolve_store  # resolve_store: re-exported
 from slatelib.paths import normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.memtables import WalMemTable, purge_tables, replay_tail
 from slatelib.store.read_view import ReadView
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
-from slatelib.writer.memtables import WalMemTable, purge_tables, replay_tail
 
 log = logging.getLogger(__name__)
 
 READER_MODES = ("managed", "latest")
-
-
-def resolve_store(store: ObjectStore | str) -> ObjectStore:
-    """Accept an ObjectStore or a store URL.
-
-    Raises:
-        InvalidArgumentError: neither.
-    """
-    if isinstance(store, str):
-        return open_store(store)
-    if store is None:
-        raise InvalidArgumentError("store is required (a URL or an object from open_store)")
-    return store
 
 
 def replay_wal(

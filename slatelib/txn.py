@@ -1,7 +1,8 @@
 """Read-modify-write of sequenced objects: refresh -> mutate -> write_next -> retry.
 
 This is the one place that retries :class:`ConflictError`. :class:`FencedError` (a newer
-writer or compactor epoch) is never retried.
+writer or compactor epoch) is never retried. Fencing checks live in
+:mod:`slatelib.core.invariants`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.core.invariants import check_manifest_successor
 from slatelib.core.manifest import Manifest
 from slatelib.errors import (
     CommitStateUnknownError,
@@ -31,6 +33,13 @@ _BASE_DELAY_S = 0.01
 _MAX_DELAY_S = 1.0
 
 
+def check_successor(old: object, new: object) -> None:
+    """The invariants of a new version over its predecessor (manifests: see
+    :func:`slatelib.core.invariants.check_manifest_successor`)."""
+    if isinstance(old, Manifest) and isinstance(new, Manifest):
+        check_manifest_successor(old, new)
+
+
 def update_versioned(
     store: SequencedStore[T],
     mutate: Callable[[Versioned[T]], T | None],
@@ -44,7 +53,8 @@ def update_versioned(
     conflicts with exponential backoff and jitter.
 
     ``mutate`` returns the new value, or None when nothing needs writing (the current
-    version is then returned). It may raise :class:`FencedError` to stop. It must be
+    version is then returned). A new manifest must satisfy
+    :func:`slatelib.core.invariants.check_manifest_successor` over the version it replaces. It may raise :class:`FencedError` to stop. It must be
     idempotent: when a write's outcome is unknown (a lost response), the loop re-reads the
     latest version and calls ``mutate`` again, which must then see its change already
     applied and return None (or apply it again, for changes such as epoch claims where
@@ -52,6 +62,7 @@ def update_versioned(
 
     Raises:
         FencedError: raised by ``mutate``; never retried.
+        InternalError: the new version breaks an invariant (nothing written).
         ConflictError: still conflicting after ``max_attempts``.
         CommitStateUnknownError: the last attempt's outcome was unknown and a re-read does
             not show the change (it may still have been written).
@@ -66,6 +77,7 @@ def update_versioned(
         new_value = mutate(cur)
         if new_value is None:
             return cur
+        check_successor(cur.value, new_value)
         try:
             return store.write(cur.id + 1, new_value)
         except FencedError:
@@ -87,19 +99,3 @@ def update_versioned(
             f"the latest version ({cur.id}) does not hold the change"
         ) from last_exc
     raise ConflictError(f"gave up after {max_attempts} conflicting attempts") from last_exc
-
-
-def check_writer_epoch(manifest: Manifest, epoch: int) -> None:
-    """Raise :class:`FencedError` when a newer writer owns the database."""
-    if manifest.writer_epoch > epoch:
-        raise FencedError(
-            f"fenced: writer epoch {manifest.writer_epoch} in the manifest is newer than ours ({epoch})"
-        )
-
-
-def check_compactor_epoch(manifest: Manifest, epoch: int) -> None:
-    """Raise :class:`FencedError` when a newer compactor owns the database."""
-    if manifest.compactor_epoch > epoch:
-        raise FencedError(
-            f"fenced: compactor epoch {manifest.compactor_epoch} in the manifest is newer than ours ({epoch})"
-        )

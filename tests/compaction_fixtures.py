@@ -2,7 +2,7 @@
 codecs (a writer-style L0 flush), so unit tests need neither the official package nor the
 slatelib writer.
 
-``flush_l0`` does what a 0.17 memtable flush does to the manifest (spec 11): one new L0 SST
+``flush_l0`` does what a 0.17 memtable flush does to the manifest (format §11): one new L0 SST
 of the given rows, prepended to ``l0`` as an identity view, with ``last_l0_seq``,
 ``last_l0_clock_tick`` and ``recent_snapshot_min_seq`` advanced.
 """

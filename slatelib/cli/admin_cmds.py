@@ -1,4 +1,6 @@
-"""Admin commands (seed 002): checkpoints, clones and destroy. Output is JSON.
+"""Admin commands: checkpoints, clones and destroy. Output is JSON.
+
+They follow design doc 'checkpoints and clones' (docs/design.md).
 
     create-checkpoint [--lifetime "7days 30min 10s"] [--source UUID] [--name NAME]
     refresh-checkpoint --id UUID [--lifetime ...]

@@ -24,7 +24,7 @@ from slatelib.core.manifest import Manifest
 from slatelib.errors import ObjectMissingError
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectMeta, ObjectStore
-from slatelib.ops.gc_state import read_compactions_state
+from slatelib.ops.gc.state import read_compactions_state
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 

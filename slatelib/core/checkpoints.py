@@ -1,4 +1,6 @@
-"""Checkpoint rules (seed 002, as 0.17.0 applies them). Pure manifest transformations.
+"""Checkpoint rules, as 0.17.0 applies them. Pure manifest transformations.
+
+The rules are those of design doc 'checkpoints and clones' (docs/design.md).
 
 A checkpoint pins a manifest version against GC. Created from the current manifest it pins
 the version that first contains it (``latest + 1``); created from another checkpoint it
@@ -153,7 +155,8 @@ still identifies the checkpoint after an official process has written the manife
 
 
 def is_writer_checkpoint(c: Checkpoint) -> bool:
-    """A writer's checkpoint (seed 002 ``WriterCheckpoint`` metadata, or slatelib's name)."""
+    """A writer's checkpoint: ``WriterCheckpoint`` metadata (design doc
+    'checkpoints and clones') or slatelib's name."""
     return c.writer_epoch is not None or c.name == WRITER_CHECKPOINT_NAME
 
 
@@ -161,9 +164,10 @@ def writer_checkpoint(
     next_manifest_id: int, epoch: int, *, now_s: float, lifetime_s: float,
     checkpoint_id: uuid.UUID | None = None,
 ) -> Checkpoint:
-    """The checkpoint a writer of ``epoch`` keeps on the manifest it writes next (seed 002:
-    pins ``V + 1``, ``WriterCheckpoint { epoch }``, plus slatelib's name). Seed 002 lets it
-    never expire; slatelib's expires ``lifetime_s`` from now (docs/rfcs/0005).
+    """The checkpoint a writer of ``epoch`` keeps on the manifest it writes next (design doc
+    'checkpoints and clones': pins ``V + 1``, ``WriterCheckpoint { epoch }``, plus slatelib's name).
+    Design doc 'checkpoints and clones' lets it never expire; slatelib's expires ``lifetime_s`` from
+    now (docs/rfcs/0005-writer-wal-and-fencing.md).
 
     Raises:
         InvalidArgumentError: a negative lifetime, or a time outside the u32 seconds of the
@@ -243,9 +247,9 @@ def plan_reader_checkpoint(
     old_id: uuid.UUID | None = None,
 ) -> Manifest | None:
     """A reader establishes (or re-establishes, replacing ``old_id``) its checkpoint against
-    the version it writes (seed 002 "Establishing the Checkpoint"): ``manifest_id`` = that
-    version, expiry ``now + lifetime``, no metadata, and ``wal_id_last_seen`` raised to the
-    last WAL id the reader found. None when ``checkpoint_id`` is already there.
+    the version it writes (design doc 'checkpoints and clones', "Establishing the Checkpoint"):
+    ``manifest_id`` = that version, expiry ``now + lifetime``, no metadata, and ``wal_id_last_seen``
+    raised to the last WAL id the reader found. None when ``checkpoint_id`` is already there.
 
     Raises:
         InvalidDbStateError: the database is uninitialized or destroyed.

@@ -10,7 +10,7 @@ finish_compaction``), it:
   in descending order (an empty output inserts no run);
 - sets ``last_compacted_l0_sst_view_id`` to the newest source L0 view;
 - shrinks every ``external_dbs[].sst_ids`` to the SSTs still referenced (entries are kept
-  even when empty: detaching a clone is GC's job, seed 002);
+  even when empty: detaching a clone is GC's job, design doc 'checkpoints and clones');
 - adds a checkpoint that keeps the replaced SSTs readable for ``checkpoint_lifetime``.
   0.17 writes that checkpoint in a separate manifest version before the commit, pinning
   the version that still holds the sources; here it is part of the single commit CAS and
@@ -27,29 +27,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from slatelib.core.compaction_plan import CompactionSpec
+from slatelib.core.invariants import check_compactor_epoch
 from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SortedRun, SstHandle, SstView
-from slatelib.errors import ConflictError, FencedError, InternalError, InvalidDbStateError
+from slatelib.errors import ConflictError, InternalError
 
 
 class SourcesChangedError(ConflictError):
     """A compaction source is no longer in the manifest: the commit is abandoned."""
-
-
-def check_epoch(manifest: Manifest, epoch: int) -> None:
-    """Raise unless ``epoch`` is still the manifest's compactor epoch.
-
-    Raises:
-        FencedError: a newer compactor took over.
-        InvalidDbStateError: the manifest's epoch went backwards.
-    """
-    if manifest.compactor_epoch > epoch:
-        raise FencedError(
-            f"fenced: compactor epoch {manifest.compactor_epoch} in the manifest is newer "
-            f"than ours ({epoch})")
-    if manifest.compactor_epoch < epoch:
-        raise InvalidDbStateError(
-            f"compactor epoch went backwards: manifest has {manifest.compactor_epoch}, "
-            f"we claimed {epoch}")
 
 
 def check_sources(manifest: Manifest, spec: CompactionSpec) -> None:
@@ -115,7 +99,7 @@ def apply_compaction(
         SourcesChangedError: a source is gone.
         InternalError: an output SST id is already in the manifest.
     """
-    check_epoch(base, epoch)
+    check_compactor_epoch(base, epoch)
     check_sources(base, spec)
     clash = {h.id for h in outputs} & base.sst_map.keys()
     if clash:

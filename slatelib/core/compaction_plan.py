@@ -125,7 +125,7 @@ def check_compactable(manifest: Manifest) -> None:
 
     Raises:
         InvalidDbStateError: uninitialized or destroyed.
-        UnsupportedFeatureError: the database has segments (RFC-0024).
+        UnsupportedFeatureError: the database has segments (SlateDB RFC-0024).
     """
     if not manifest.initialized:
         raise InvalidDbStateError("compaction: the database is not initialized (a clone "
@@ -135,7 +135,7 @@ def check_compactable(manifest: Manifest) -> None:
                                   f"{manifest.destroyed_at_s}")
     if manifest.has_segments:
         raise UnsupportedFeatureError(
-            "compaction of databases with segments (RFC-0024) is not supported yet")
+            "compaction of databases with segments (SlateDB RFC-0024) is not supported yet")
 
 
 def active_compactions(compactions: Compactions | None) -> list[Compaction]:

@@ -1,8 +1,8 @@
 """The compactor-state file (``compactions/``) over a compaction's life. Pure transitions.
 
-0.17.0 records every compaction in the compactions file (spec 6) and its GC reads it: the
+0.17.0 records every compaction in the compactions file (format §6) and its GC reads it: the
 oldest compaction id (a ULID, so a creation time) in the latest file is the *low
-watermark* below which unreferenced SSTs may be deleted (RFC-0029). A compaction listed
+watermark* below which unreferenced SSTs may be deleted (SlateDB RFC-0029). A compaction listed
 there therefore protects every SST minted after it started, including the outputs of a
 job that has not committed yet. Our job goes through 0.17's states:
 
@@ -35,27 +35,11 @@ from slatelib.core.compactions import (
     TieredCompactionSpec,
     WorkerSpec,
 )
+from slatelib.core.invariants import check_compactions_claimable, check_compactions_epoch
 from slatelib.core.manifest import SstHandle
-from slatelib.errors import FencedError, InvalidDbStateError
 from slatelib.ids import Ulid
 
 FINISHED_STATUSES = frozenset({CompactionStatus.COMPLETED, CompactionStatus.FAILED})
-
-
-def check_epoch(state: Compactions, epoch: int) -> None:
-    """Raise unless ``epoch`` owns the compactions file.
-
-    Raises:
-        FencedError: a newer compactor wrote it.
-        InvalidDbStateError: the file's epoch is below ours (it went backwards).
-    """
-    if state.compactor_epoch > epoch:
-        raise FencedError(
-            f"fenced: compactor epoch {state.compactor_epoch} in the compactions file is "
-            f"newer than ours ({epoch})")
-    if state.compactor_epoch < epoch:
-        raise InvalidDbStateError(
-            f"compactions file epoch {state.compactor_epoch} is below ours ({epoch})")
 
 
 def retain_active_and_last_finished(entries: Sequence[Compaction]) -> tuple[Compaction, ...]:
@@ -93,10 +77,7 @@ def take_over(state: Compactions | None, epoch: int,
     """
     if state is None:
         return Compactions(compactor_epoch=epoch)
-    if state.compactor_epoch >= epoch:
-        raise FencedError(
-            f"fenced: compactions file epoch {state.compactor_epoch} is not below ours "
-            f"({epoch})")
+    check_compactions_claimable(state, epoch)
     out = []
     for c in state.recent_compactions:
         if c.status == CompactionStatus.SCHEDULED:
@@ -114,9 +95,10 @@ def record(state: Compactions, epoch: int, compaction: Compaction) -> Compaction
     """``state`` with ``compaction`` added (idempotent: an entry with its id is replaced).
 
     Raises:
-        FencedError / InvalidDbStateError: see :func:`check_epoch`.
+        FencedError / InvalidDbStateError: see
+            :func:`~slatelib.core.invariants.check_compactions_epoch`.
     """
-    check_epoch(state, epoch)
+    check_compactions_epoch(state, epoch)
     others = [c for c in state.recent_compactions if c.id != compaction.id]
     return _with(state, [*others, compaction], epoch)
 
@@ -139,9 +121,10 @@ def finish(
     None when it is already there (a retried write that landed) or no longer listed.
 
     Raises:
-        FencedError / InvalidDbStateError: see :func:`check_epoch`.
+        FencedError / InvalidDbStateError: see
+            :func:`~slatelib.core.invariants.check_compactions_epoch`.
     """
-    check_epoch(state, epoch)
+    check_compactions_epoch(state, epoch)
     current = state.compaction(Ulid(compaction_id))
     if current is None:
         return None

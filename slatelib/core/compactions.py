@@ -1,4 +1,4 @@
-"""The compactor's state file as frozen data (spec 6). Pure: no I/O, no byte formats.
+"""The compactor's state file as frozen data (format §6). Pure: no I/O, no byte formats.
 
 Mirrors ``CompactionsV1`` and its tables field for field, so a decoded compactions file
 re-encodes to the same bytes (see :mod:`slatelib.format.compactions_codec`).
@@ -71,7 +71,7 @@ class TieredCompactionSpec:
 
 @dataclass(frozen=True, slots=True)
 class DrainSegmentSpec:
-    """RFC-0024: compact all of one segment's inputs (``segment`` non-empty)."""
+    """SlateDB RFC-0024: compact all of one segment's inputs (``segment`` non-empty)."""
 
     segment: bytes
     l0_view_ids: tuple[Ulid, ...] = ()

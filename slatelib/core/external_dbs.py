@@ -1,4 +1,6 @@
-"""Which ``external_dbs`` paths slatelib follows (seed 002 "SST Path Resolution"). Pure.
+"""Which ``external_dbs`` paths slatelib follows. Pure.
+
+Design doc 'checkpoints and clones', "SST Path Resolution", and format §2.
 
 A clone's manifest names the databases it was cloned from by their paths in the same store.
 Every operation that follows such a path checks it here first: GC (releasing and detaching

@@ -1,7 +1,7 @@
 """GC planning: from manifests and compactor state to :class:`GcRules`. Pure.
 
-The inputs are what 0.17.0's GC reads before it decides (seed 002's algorithm plus
-RFC-0026/RFC-0029):
+The inputs are what 0.17.0's GC reads before it decides (the algorithm of design doc
+'checkpoints and clones' plus SlateDB RFC-0026 and SlateDB RFC-0029):
 
 - the *live set*: the latest manifest and the manifests its checkpoints pin (0.17's
   ``read_referenced_manifests``; expired checkpoints are removed first);
@@ -293,8 +293,9 @@ class DestroyVerdict:
 
 
 def destroy_verdict(latest: Manifest, now_s: float, grace_s: float) -> DestroyVerdict:
-    """Whether a soft-destroyed database is due for deletion (seed 002): ``destroyed_at_s``
-    set, now after ``destroyed_at_s + db_delete_grace``, and no live checkpoint."""
+    """Whether a soft-destroyed database is due for deletion (design doc 'checkpoints and clones'):
+    ``destroyed_at_s`` set, now after ``destroyed_at_s + db_delete_grace``, and no live
+    checkpoint."""
     at = latest.destroyed_at_s
     if at is None:
         return DestroyVerdict(DestroyState.NOT_DESTROYED, "not destroyed")

@@ -1,4 +1,4 @@
-"""The manifest as frozen data (spec section 5). Pure: no I/O, no byte formats.
+"""The manifest as frozen data (format §5). Pure: no I/O, no byte formats.
 
 A :class:`Manifest` mirrors ``ManifestV2`` field for field, including the fields slatelib
 does not interpret (``sequence_tracker``, ``segments``, ``wal_object_store_uri``), so a
@@ -18,7 +18,7 @@ from slatelib.errors import CorruptObjectError
 from slatelib.ids import Ulid
 
 I64_MIN = -(1 << 63)
-# The 13-byte empty sequence tracker a new 0.17 database writes (spec 5.6).
+# The 13-byte empty sequence tracker a new 0.17 database writes (format §5.6).
 EMPTY_SEQUENCE_TRACKER = bytes.fromhex("01" + "00000000" + "00000000" + "00000000")
 
 
@@ -42,7 +42,7 @@ class FilterFormat(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class SsTableInfo:
-    """Footer metadata of an SST (spec 7.3); the manifest holds an authoritative copy."""
+    """Footer metadata of an SST (format §7.3); the manifest holds an authoritative copy."""
 
     first_entry: bytes | None
     last_entry: bytes | None
@@ -101,7 +101,7 @@ class SortedRun:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """RFC-0024 segment: a per-prefix LSM tree. Carried through untouched by slatelib."""
+    """SlateDB RFC-0024 segment: a per-prefix LSM tree. Carried through untouched by slatelib."""
 
     prefix: bytes
     last_compacted_l0_sst_view_id: Ulid | None
@@ -122,7 +122,7 @@ class Checkpoint:
     """A checkpoint pins ``manifest_id`` against GC until it expires or is deleted.
 
     ``expire_time_s`` None means never; ``writer_epoch`` is set for WriterCheckpoint
-    metadata (seed 002) and None when the checkpoint has no metadata.
+    metadata (design doc 'checkpoints and clones') and None when the checkpoint has no metadata.
     """
 
     id: uuid.UUID
@@ -160,7 +160,8 @@ class Manifest:
     # Fields that 0.17 never writes but that round-trip when present.
     manifest_id_field: int = 0
     wal_object_store_uri: str | None = None
-    # Extension beyond 0.17 (seed 002 soft destroy); None when not destroyed.
+    # Extension beyond 0.17 (design doc 'checkpoints and clones' soft destroy); None when not
+    # destroyed.
     destroyed_at_s: int | None = None
     _sst_map: dict[Ulid, SstHandle] | None = field(
         default=None, init=False, repr=False, compare=False, hash=False
@@ -215,7 +216,7 @@ class Manifest:
     # --------------------------------------------------------------- builders
     @staticmethod
     def initial() -> Manifest:
-        """The first manifest of a new (non-clone) database, as 0.17 writes it (spec 5.8)."""
+        """The first manifest of a new (non-clone) database, as 0.17 writes it (format §5.8)."""
         return Manifest()
 
     def with_trees(

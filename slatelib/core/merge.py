@@ -1,4 +1,4 @@
-"""Merging sources of rows and resolving the visible value of a key (spec 10). Pure.
+"""Merging sources of rows and resolving the visible value of a key (format §10). Pure.
 
 Sources are iterators of rows in compacted order (key ascending, seq descending). The
 newest version of a key decides its value: a value (with any newer merge operands applied
@@ -143,14 +143,3 @@ def _chain_first(first: Row, rest: Iterator[Row]) -> Iterator[Row]:
     yield from rest
 
 
-def clip_rows(
-    rows: Iterable[Row], start: bytes | None, end: bytes | None, *, end_inclusive: bool = False
-) -> Iterator[Row]:
-    """Rows with ``start <= key`` and ``key < end`` (or ``<=`` when ``end_inclusive``)."""
-    for row in rows:
-        k = row[0]
-        if start is not None and k < start:
-            continue
-        if end is not None and (k > end if end_inclusive else k >= end):
-            return
-        yield row

@@ -28,7 +28,7 @@ MERGE: Final = 2
 
 KIND_NAMES: Final = {VALUE: "value", TOMBSTONE: "tombstone", MERGE: "merge"}
 
-# Row flags as stored (spec 7.6).
+# Row flags as stored (format §7.6).
 FLAG_TOMBSTONE: Final = 0x01
 FLAG_HAS_EXPIRE_TS: Final = 0x02
 FLAG_HAS_CREATE_TS: Final = 0x04
@@ -36,24 +36,6 @@ FLAG_MERGE_OPERAND: Final = 0x08
 KNOWN_FLAGS: Final = 0x0F
 
 MAX_SEQ: Final = (1 << 64) - 1
-
-
-def value_row(
-    key: bytes, seq: int, value: bytes, *, expire_ts: int | None = None,
-    create_ts: int | None = None,
-) -> Row:
-    return (key, seq, VALUE, value, expire_ts, create_ts)
-
-
-def tombstone_row(key: bytes, seq: int, *, create_ts: int | None = None) -> Row:
-    return (key, seq, TOMBSTONE, b"", None, create_ts)
-
-
-def merge_row(
-    key: bytes, seq: int, operand: bytes, *, expire_ts: int | None = None,
-    create_ts: int | None = None,
-) -> Row:
-    return (key, seq, MERGE, operand, expire_ts, create_ts)
 
 
 def compacted_order_key(row: Row) -> tuple[bytes, int]:

@@ -1,4 +1,5 @@
-"""Data blocks: v2 (written by 0.17.0) and v1 (read by 0.17.0), spec 7.4-7.7. Pure.
+"""Data blocks: v2 (written by 0.17.0), the block writers, and decoding either version
+(format §7.4-7.7). Pure.
 
 v2 block::
 
@@ -7,12 +8,8 @@ v2 block::
     row = varint shared | varint unshared | varint value_len | key suffix | value
           | u64 seq | u8 flags | [i64 expire_ts] | [i64 create_ts]
 
-v1 block::
-
-    rows (prefix-compressed against the block's first key) | offset[n] u16 BE | n u16 BE
-
-    row = u16 prefix_len | u16 suffix_len | suffix | u64 seq | u8 flags | [i64 expire_ts]
-          | [i64 create_ts] | [u32 value_len | value]   (value absent for tombstones)
+v1 blocks (read by 0.17.0, never written) are :mod:`slatelib.format.block_v1`; what both
+share is :mod:`slatelib.format.block_layout`.
 
 The pure-Python code here is the reference (``*_py`` names, :class:`BlockWriterPy`); the
 public names use the C extension ``slatelib._speedups`` when it is built (see
@@ -38,34 +35,21 @@ from slatelib.core.row import (
 )
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.format import bloom
-from slatelib.format.native import BlockWriter, FinishedBlock, speedups
+from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE  # re-export
+from slatelib.format.block_layout import U16_MAX
+from slatelib.format.block_layout import common_prefix_len as common_prefix_len  # re-export
+from slatelib.format.block_layout import row_flags as row_flags  # re-export (moved)
+from slatelib.format.block_v1 import BlockBuilderV1 as BlockBuilderV1  # re-export (moved)
+from slatelib.format.block_v1 import decode_block_v1 as decode_block_v1  # re-export (moved)
+from slatelib.format.block_v1 import decode_block_v1_py as decode_block_v1_py  # re-export
+from slatelib.format.block_v1 import encode_row_v1 as encode_row_v1  # re-export (moved)
+from slatelib.format.native import BlockWriter, FinishedBlock, native_block_decoder, speedups
 
 RESTART_INTERVAL = 16
-DEFAULT_BLOCK_SIZE = 4096
 WAL_BLOCK_SIZE = 65535
-_U16_MAX = 0xFFFF
 
 _unpack_qb = struct.Struct(">QB").unpack_from
 _unpack_q = struct.Struct(">q").unpack_from
-_unpack_hh = struct.Struct(">HH").unpack_from
-_unpack_i = struct.Struct(">I").unpack_from
-
-
-def row_flags(row: Row) -> int:
-    kind = row[2]
-    if kind == TOMBSTONE:
-        flags = FLAG_TOMBSTONE
-    elif kind == MERGE:
-        flags = FLAG_MERGE_OPERAND
-    elif kind == VALUE:
-        flags = 0
-    else:
-        raise InvalidArgumentError(f"invalid row kind {kind!r}")
-    if row[4] is not None:
-        flags |= FLAG_HAS_EXPIRE_TS
-    if row[5] is not None:
-        flags |= FLAG_HAS_CREATE_TS
-    return flags
 
 
 def _varint(n: int) -> bytes:
@@ -77,20 +61,6 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-def common_prefix_len(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def encode_row_v2(row: Row, shared: int) -> bytes:
@@ -110,7 +80,7 @@ def encode_row_v2(row: Row, shared: int) -> bytes:
 class BlockBuilderV2:
     """Accumulates rows into one v2 block; :meth:`add` returns False when a row does not fit.
 
-    Fit rule (spec 7.7): ``size + row_len + (2 if restart) <= block_size`` where ``size`` is
+    Fit rule (format §7.7): ``size + row_len + (2 if restart) <= block_size`` where ``size`` is
     data length + restart array + count; an empty block always takes the row.
     """
 
@@ -148,7 +118,7 @@ class BlockBuilderV2:
             if size + len(encoded) + (2 if restart else 0) > self.block_size:
                 return False
         if restart:
-            if len(self._data) > _U16_MAX:
+            if len(self._data) > U16_MAX:
                 raise InvalidArgumentError("block data exceeds the u16 restart offset range")
             self._restarts.append(len(self._data))
         self._data += encoded
@@ -258,145 +228,8 @@ def decode_block_v2_py(data: bytes) -> list[Row]:
         raise CorruptObjectError(f"malformed v2 block: {exc}") from exc
 
 
-def encode_row_v1(row: Row, prefix_len: int) -> bytes:
-    key, seq, kind, value, expire_ts, create_ts = row
-    suffix = key[prefix_len:]
-    if prefix_len > _U16_MAX or len(suffix) > _U16_MAX:
-        raise InvalidArgumentError("v1 blocks limit keys to 65535 bytes")
-    parts = [struct.pack(">HH", prefix_len, len(suffix)), suffix,
-             struct.pack(">QB", seq, row_flags(row))]
-    if expire_ts is not None:
-        parts.append(struct.pack(">q", expire_ts))
-    if create_ts is not None:
-        parts.append(struct.pack(">q", create_ts))
-    if kind != TOMBSTONE:
-        parts.append(struct.pack(">I", len(value)))
-        parts.append(value)
-    return b"".join(parts)
-
-
-class BlockBuilderV1:
-    """v1 block builder (for tests and compatibility tools; 0.17 never writes v1)."""
-
-    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
-        self.block_size = block_size
-        self._data = bytearray()
-        self._offsets: list[int] = []
-        self._first_key = b""
-
-    def is_empty(self) -> bool:
-        return not self._offsets
-
-    def size(self) -> int:
-        return len(self._data) + 2 * len(self._offsets) + 2
-
-    def add(self, row: Row) -> bool:
-        key = row[0]
-        if not key:
-            raise InvalidArgumentError("keys must not be empty")
-        prefix = common_prefix_len(self._first_key, key) if self._offsets else 0
-        try:
-            encoded = encode_row_v1(row, prefix)
-        except struct.error as exc:  # seq or a timestamp out of range
-            raise InvalidArgumentError(f"row not encodable: {exc}") from exc
-        if self._offsets:
-            size = len(self._data) + 2 * len(self._offsets) + 2
-            if size + len(encoded) > self.block_size:
-                return False
-        else:
-            self._first_key = key
-        self._offsets.append(len(self._data))
-        self._data += encoded
-        return True
-
-    def finish(self) -> bytes:
-        if not self._offsets:
-            raise InvalidArgumentError("cannot build an empty block")
-        out = self._data
-        for o in self._offsets:
-            out += o.to_bytes(2, "big")
-        out += len(self._offsets).to_bytes(2, "big")
-        return bytes(out)
-
-
-def decode_block_v1_py(data: bytes) -> list[Row]:
-    """Rows of a decompressed v1 block (reference implementation).
-
-    Raises:
-        CorruptObjectError: the block is malformed.
-    """
-    try:
-        n = len(data)
-        count = int.from_bytes(data[n - 2 : n], "big")
-        end = n - 2 - 2 * count
-        if n < 2 or end < 0:
-            raise ValueError("bad offset trailer")
-        rows: list[Row] = []
-        first_key = b""
-        pos = 0
-        for i in range(count):
-            off = int.from_bytes(data[end + 2 * i : end + 2 * i + 2], "big")
-            if off != pos:
-                pos = off
-            plen, slen = _unpack_hh(data, pos)
-            pos += 4
-            if plen > len(first_key) and i > 0:
-                raise ValueError("prefix longer than the block's first key")
-            key = first_key[:plen] + data[pos : pos + slen]
-            pos += slen
-            seq, flags = _unpack_qb(data, pos)
-            pos += 9
-            expire_ts = create_ts = None
-            if flags & FLAG_HAS_EXPIRE_TS:
-                expire_ts = _unpack_q(data, pos)[0]
-                pos += 8
-            if flags & FLAG_HAS_CREATE_TS:
-                create_ts = _unpack_q(data, pos)[0]
-                pos += 8
-            if flags & ~KNOWN_FLAGS or (flags & FLAG_TOMBSTONE and flags & FLAG_MERGE_OPERAND):
-                raise ValueError(f"invalid row flags {flags:#x}")
-            if flags & FLAG_TOMBSTONE:
-                rows.append((key, seq, TOMBSTONE, b"", None, create_ts))
-            else:
-                (vlen,) = _unpack_i(data, pos)
-                value = data[pos + 4 : pos + 4 + vlen]
-                if len(value) != vlen:
-                    raise ValueError("value runs past the end of the block")
-                pos += 4 + vlen
-                kind = MERGE if flags & FLAG_MERGE_OPERAND else VALUE
-                rows.append((key, seq, kind, value, expire_ts, create_ts))
-            if pos > end:
-                raise ValueError("row runs past the offset array")
-            if i == 0:
-                first_key = key
-        return rows
-    except (IndexError, ValueError, struct.error) as exc:
-        raise CorruptObjectError(f"malformed v1 block: {exc}") from exc
-
-
-def _native_decoder(
-    fn: Callable[[bytes], list[Row]], version: int
-) -> Callable[[bytes], list[Row]]:
-    def decode(data: bytes) -> list[Row]:
-        try:
-            return fn(data)
-        except ValueError as exc:
-            raise CorruptObjectError(f"malformed v{version} block: {exc}") from exc
-
-    decode.__name__ = decode.__qualname__ = f"decode_block_v{version}"
-    decode.__doc__ = f"""Rows of a decompressed v{version} block (native).
-
-    Raises:
-        CorruptObjectError: the block is malformed (path and block are added by callers).
-    """
-    return decode
-
-
 decode_block_v2: Callable[[bytes], list[Row]] = (
-    decode_block_v2_py if speedups is None else _native_decoder(speedups.decode_block_v2, 2)
-)
-decode_block_v1: Callable[[bytes], list[Row]] = (
-    decode_block_v1_py if speedups is None else _native_decoder(speedups.decode_block_v1, 1)
+    decode_block_v2_py if speedups is None else native_block_decoder(speedups.decode_block_v2, 2)
 )
 
 
@@ -413,7 +246,7 @@ def decode_block(data: bytes, format_version: int) -> list[Row]:
 
 
 def index_separator(prev_last: bytes, first: bytes) -> bytes:
-    """Shortest prefix of ``first`` greater than ``prev_last`` (spec 7.8)."""
+    """Shortest prefix of ``first`` greater than ``prev_last`` (format §7.8)."""
     if prev_last == first:
         return first
     n = min(len(prev_last), len(first))
@@ -428,7 +261,7 @@ class BlockWriterPy:
 
     Cuts rows into blocks with 0.17.0's fit rule and keeps an SST's bookkeeping: ordering
     checks (``compacted``: key ascending, seq descending), per-block and total stats,
-    first/last key and seq, each block's index key (spec 7.8: key separators when
+    first/last key and seq, each block's index key (format §7.8: key separators when
     ``compacted``, else the block's first seq as 8 bytes BE) and, with ``want_hashes``, the
     SipHash-1-3 of every row's key. Finished blocks wait in :meth:`take_blocks` as
     ``(raw_block, index_key, puts, deletes, merges)``.

@@ -1,4 +1,4 @@
-"""Bloom filters, bit-identical to 0.17.0's (spec 7.9). Pure.
+"""Bloom filters, bit-identical to 0.17.0's (format §7.9). Pure.
 
 Hash: SipHash-1-3 with key (0, 0) over the raw key bytes. Probes: enhanced double hashing
 on the low and high 32 bits of the hash. ``num_probes = floor(f32(bits_per_key) * f32(0.69))``.
@@ -68,7 +68,7 @@ def siphash13_py(data: bytes, k0: int = 0, k1: int = 0) -> int:
 
 
 siphash13: Callable[[bytes], int] = siphash13_py if speedups is None else speedups.siphash13
-"""SipHash-1-3 with key (0, 0) of ``data`` (spec 7.9)."""
+"""SipHash-1-3 with key (0, 0) of ``data`` (format §7.9)."""
 
 
 def siphash13_many(keys: Sequence[bytes]) -> array[int]:

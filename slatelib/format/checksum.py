@@ -1,4 +1,4 @@
-"""CRC-32 (IEEE/zlib polynomial) as SlateDB stores it: 4 bytes big-endian (spec 1).
+"""CRC-32 (IEEE/zlib polynomial) as SlateDB stores it: 4 bytes big-endian (format §1).
 
 Note: the format uses CRC-32, not CRC-32C, despite what the project brief assumed.
 """
@@ -6,8 +6,6 @@ Note: the format uses CRC-32, not CRC-32C, despite what the project brief assume
 from __future__ import annotations
 
 import zlib
-
-CHECKSUM_LEN = 4
 
 
 def crc32(data: bytes | bytearray | memoryview) -> int:

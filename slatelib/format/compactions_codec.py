@@ -1,4 +1,4 @@
-"""Compactions file bytes <-> :class:`~slatelib.core.compactions.Compactions` (spec 6).
+"""Compactions file bytes <-> :class:`~slatelib.core.compactions.Compactions` (format §6).
 
 ``u16 BE version | FlatBuffer (root CompactionsV1)``. 0.17.0 writes version 2 and reads 1
 and 2. Version 1 does not store the tiered ``destination``: it is inferred as the smallest

@@ -1,4 +1,4 @@
-"""Block compression codecs of 0.17.0 (spec 7.2). Pure functions over bytes.
+"""Block compression codecs of 0.17.0 (format §7.2). Pure functions over bytes.
 
 | codec  | stored form                                                   |
 |--------|---------------------------------------------------------------|

@@ -1,4 +1,4 @@
-"""A small, bounds-checked FlatBuffers reader, plus builder helpers (spec 1, 4, 5.7).
+"""A small, bounds-checked FlatBuffers reader, plus builder helpers (format §1, §4, §5.7).
 
 We do not use flatc-generated code. Reading goes through :class:`Buffer` and :class:`Table`,
 which check every offset against the buffer and raise :class:`CorruptObjectError` (naming
@@ -6,7 +6,7 @@ the object path when one is given) instead of ``IndexError``/``struct.error``. F
 addressed by *slot* (declaration index), with the default applied when the vtable entry is 0.
 
 Writing uses the official ``flatbuffers`` Python ``Builder`` (``Builder(1024)``, ``Finish``
-without identifier, objects created in the canonical order of spec 5.7), so that our bytes
+without identifier, objects created in the canonical order of format §5.7), so that our bytes
 equal 0.17.0's; the small helpers below wrap it. Tables shared by several schemas live in
 :mod:`slatelib.format.shared_tables`.
 """
@@ -345,7 +345,7 @@ class Table:
 
 # ---------------------------------------------------------------------- builder helpers
 def new_builder() -> flatbuffers.Builder:
-    """A builder as 0.17.0's output is reproduced with (spec 5.7)."""
+    """A builder as 0.17.0's output is reproduced with (format §5.7)."""
     return flatbuffers.Builder(1024)
 
 

@@ -1,13 +1,13 @@
-"""Manifest bytes <-> :class:`~slatelib.core.manifest.Manifest` (spec 5).
+"""Manifest bytes <-> :class:`~slatelib.core.manifest.Manifest` (format §5).
 
 A manifest file is ``u16 BE version | FlatBuffer``. 0.17.0 writes version 2 (``ManifestV2``)
 and reads versions 1 and 2; so do we. :func:`encode_manifest` reproduces 0.17.0's bytes
-exactly (spec 5.7); :func:`encode_manifest_v1` exists for tests and tools that need V1
+exactly (format §5.7); :func:`encode_manifest_v1` exists for tests and tools that need V1
 inputs.
 
-Extension: ``Manifest.destroyed_at_s`` (soft destroy, seed 002) is stored in slot 18 of
-``ManifestV2``, a slot 0.17.0's schema does not have; it is written only when set, so every
-other manifest stays byte-identical to 0.17.0's, and 0.17.0 readers skip it
+Extension: ``Manifest.destroyed_at_s`` (soft destroy, design doc 'checkpoints and clones') is stored
+in slot 18 of ``ManifestV2``, a slot 0.17.0's schema does not have; it is written only when set, so
+every other manifest stays byte-identical to 0.17.0's, and 0.17.0 readers skip it
 (docs/rfcs/0002-destroyed-at-slot.md).
 """
 
@@ -65,7 +65,7 @@ def decode_manifest(data: bytes | bytearray | memoryview, *, path: str | None = 
 
     Raises:
         CorruptObjectError: shorter than 2 bytes, truncated, malformed, a view references an
-            SST missing from ``ssts``, or a bound contradicts its type (spec 5.4).
+            SST missing from ``ssts``, or a bound contradicts its type (format §5.4).
         UnsupportedFormatVersionError: the version prefix is neither 1 nor 2.
     """
     if len(data) < 2:
@@ -121,7 +121,7 @@ def _read_segment(t: Table, known: dict[Ulid, SstHandle]) -> Segment:
 
 
 def _decode_v1(root: Table) -> Manifest:
-    """V1 -> model (spec 5.3): each CompactedSsTable becomes a handle plus an identity view."""
+    """V1 -> model (format §5.3): each CompactedSsTable becomes a handle plus an identity view."""
     handles: dict[Ulid, SstHandle] = {}
 
     def view(t: Table) -> SstView:
@@ -184,7 +184,7 @@ def _check_views(m: Manifest) -> None:
 
 def _add_tree(b: flatbuffers.Builder, l0: tuple[SstView, ...], last: Ulid | None,
               runs: tuple[SortedRun, ...]) -> tuple[int, int | None, int]:
-    """l0 views and vector, last-compacted Ulid, runs and vector (spec 5.7 (2))."""
+    """l0 views and vector, last-compacted Ulid, runs and vector (format §5.7 (2))."""
     l0_off = add_views(b, l0)
     last_off = None if last is None else add_ulid(b, last)
     return l0_off, last_off, add_runs_v2(b, runs)
@@ -203,7 +203,7 @@ def _add_segment(b: flatbuffers.Builder, s: Segment) -> int:
 
 
 def encode_manifest(m: Manifest) -> bytes:
-    """Encode as a version-2 manifest, byte-identical to 0.17.0 (spec 5.7).
+    """Encode as a version-2 manifest, byte-identical to 0.17.0 (format §5.7).
 
     ``wal_object_store_uri`` has no V2 field and is dropped, as 0.17.0 does.
     ``destroyed_at_s`` goes to the extension slot 18 when set.

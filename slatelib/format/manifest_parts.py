@@ -1,7 +1,7 @@
-"""Tables shared by manifest V1/V2 and compactions files (spec 5.4): read and write.
+"""Tables shared by manifest V1/V2 and compactions files (format §5.4): read and write.
 
 Split out of :mod:`slatelib.format.manifest_codec` to keep modules small. Every ``add_*``
-function creates its children first and then the table, in the canonical order of spec 5.7;
+function creates its children first and then the table, in the canonical order of format §5.7;
 every ``read_*`` function raises :class:`CorruptObjectError` on malformed input.
 """
 
@@ -223,7 +223,7 @@ def add_runs_v2(b: flatbuffers.Builder, runs: Sequence[SortedRun]) -> int:
 
 # ------------------------------------------------------------------------- checkpoints
 def read_checkpoint(t: Table) -> Checkpoint:
-    """``Checkpoint`` (spec 5.4); ``WriterCheckpoint`` metadata becomes ``writer_epoch``.
+    """``Checkpoint`` (format §5.4); ``WriterCheckpoint`` metadata becomes ``writer_epoch``.
 
     Raises:
         CorruptObjectError: malformed, missing id, or an invalid metadata union.

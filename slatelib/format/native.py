@@ -7,9 +7,9 @@ imported** (tests use it in a subprocess to run the pure-Python reference paths)
 
 The extension's API is typed here as Protocols, so mypy checks every call site without a
 stub file. The reference implementations are ``bloom.siphash13_py``,
-``bloom.build_bloom_from_hashes_py``, ``block.decode_block_v2_py`` / ``decode_block_v1_py``
-and ``block.BlockWriterPy``; ``tests/unit/format/test_native.py`` holds the two to the
-same bytes, rows and errors.
+``bloom.build_bloom_from_hashes_py``, ``block.decode_block_v2_py``,
+``block_v1.decode_block_v1_py`` and ``block.BlockWriterPy``;
+``tests/unit/format/test_native.py`` holds the two to the same bytes, rows and errors.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from __future__ import annotations
 import importlib
 import os
 from array import array
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from slatelib.core.row import Row
+from slatelib.errors import CorruptObjectError
 
 NO_NATIVE_ENV = "SLATELIB_NO_NATIVE"
 
@@ -32,7 +34,7 @@ class BlockWriter(Protocol):
 
     Rows are cut into blocks with 0.17.0's fit rule; compacted writers check key-ascending,
     seq-descending order and index blocks by key separator, WAL writers (``compacted=False``)
-    by the block's first seq (spec 7.8). ``add``/``add_rows`` return whether / how many
+    by the block's first seq (format §7.8). ``add``/``add_rows`` return whether / how many
     finished blocks wait in :meth:`take_blocks`. A rejected row raises ``ValueError`` (the
     native writer) or ``InvalidArgumentError`` (the Python one) and leaves the writer as it
     was before that row.
@@ -109,3 +111,24 @@ DISABLED_BY_ENV: bool = native_disabled()
 """``SLATELIB_NO_NATIVE`` was set when this module was imported."""
 speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
 HAVE_NATIVE: bool = speedups is not None
+
+
+def native_block_decoder(
+    fn: Callable[[bytes], list[Row]], version: int
+) -> Callable[[bytes], list[Row]]:
+    """``fn`` (a native block decoder, which raises ``ValueError``) raising
+    :class:`~slatelib.errors.CorruptObjectError` instead, as the reference does."""
+
+    def decode(data: bytes) -> list[Row]:
+        try:
+            return fn(data)
+        except ValueError as exc:
+            raise CorruptObjectError(f"malformed v{version} block: {exc}") from exc
+
+    decode.__name__ = decode.__qualname__ = f"decode_block_v{version}"
+    decode.__doc__ = f"""Rows of a decompressed v{version} block (native).
+
+    Raises:
+        CorruptObjectError: the block is malformed (path and block are added by callers).
+    """
+    return decode

@@ -1,4 +1,6 @@
-"""The manifest's sequence tracker blob (spec 5.6, RFC-0012): (seq, unix seconds) samples.
+"""The manifest's sequence tracker blob: (seq, unix seconds) samples.
+
+Format §5.6; the design is SlateDB RFC-0012.
 
 Layout: ``u8 version (1) | u32 LE n | Gorilla(seqs) | Gorilla(timestamps)``. Each Gorilla
 stream is a bit stream written most significant bit first: a 32-bit count, then (when the

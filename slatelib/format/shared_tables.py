@@ -1,6 +1,6 @@
 """FlatBuffer tables shared by several schemas: ``Ulid``, ``Uuid``, ``BytesBound`` and
-``BytesRange`` (spec 4, 5.4), read with :mod:`slatelib.format.flatbuf` and written in the
-canonical order of spec 5.7.
+``BytesRange`` (format §4, §5.4), read with :mod:`slatelib.format.flatbuf` and written in the
+canonical order of format §5.7.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def read_ulids(t: Table, slot: int) -> tuple[Ulid, ...] | None:
 
 
 def read_bound(t: Table) -> Bound:
-    """``BytesBound {key (0), bound_type (1)}`` with the rules of spec 5.4.
+    """``BytesBound {key (0), bound_type (1)}`` with the rules of format §5.4.
 
     Raises:
         CorruptObjectError: unknown bound type, or key presence contradicting it.

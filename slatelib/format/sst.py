@@ -1,4 +1,4 @@
-"""SST container (spec 7.1-7.11): data blocks, filter, index, stats, info, footer. Pure.
+"""SST container (format §7.1-7.11): data blocks, filter, index, stats, info, footer. Pure.
 
 Layout::
 
@@ -22,13 +22,9 @@ from slatelib.errors import (
     UnsupportedFormatVersionError,
 )
 from slatelib.format import bloom
-from slatelib.format.block import (
-    DEFAULT_BLOCK_SIZE,
-    WAL_BLOCK_SIZE,
-    decode_block,
-    new_block_writer,
-)
+from slatelib.format.block import WAL_BLOCK_SIZE, decode_block, new_block_writer
 from slatelib.format.block import index_separator as index_separator  # re-export (moved)
+from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE
 from slatelib.format.checksum import crc32, crc32_bytes
 from slatelib.format.compression import compress, decompress
 from slatelib.format.sst_index import SstIndex, decode_sst_index, encode_sst_index
@@ -335,7 +331,7 @@ def decode_data_block(
 
 
 def block_range(index: SstIndex, info: SsTableInfo, i: int) -> tuple[int, int]:
-    """Byte range ``[start, end)`` of data block ``i`` (spec 7.8)."""
+    """Byte range ``[start, end)`` of data block ``i`` (format §7.8)."""
     offsets = index.offsets
     start = offsets[i]
     if i + 1 < len(offsets):
@@ -400,7 +396,7 @@ def parse_sst(
 ) -> ParsedSst:
     """Decode the metadata of a whole SST held in memory.
 
-    ``info``/``format_version`` from the manifest take precedence (spec 5.5.2-5.5.3).
+    ``info``/``format_version`` from the manifest take precedence (format §5.5.2-5.5.3).
 
     Raises:
         CorruptObjectError: truncated object or bad metadata (with the path).

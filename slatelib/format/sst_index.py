@@ -1,4 +1,4 @@
-"""The SST index block: ``SsTableIndex { block_meta: [BlockMeta] }`` (spec 7.8).
+"""The SST index block: ``SsTableIndex { block_meta: [BlockMeta] }`` (format §7.8).
 
 ``BlockMeta { offset: u64 (slot 0), first_key: [ubyte] (slot 1, required) }``, one per data
 block. ``first_key`` is the block's separator key (compacted SSTs; block 0 has an empty one)
@@ -7,7 +7,7 @@ or its first seq as 8 bytes BE (WAL SSTs); this module does not interpret it.
 Compaction writes SSTs with tens of thousands of blocks, so both directions are hand-written
 for speed: :func:`encode_sst_index` lays out the buffer exactly as the ``flatbuffers``
 ``Builder`` would for 0.17.0's creation order (first-key vector of block i, then BlockMeta i,
-for every i; then the vector and the table, spec 5.7) without calling it, and
+for every i; then the vector and the table, format §5.7) without calling it, and
 :func:`encode_sst_index_with_builder` is the reference it is tested against.
 """
 

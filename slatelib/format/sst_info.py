@@ -1,10 +1,10 @@
-"""``SsTableInfo``: an SST's footer metadata (spec 7.3), standalone and nested.
+"""``SsTableInfo``: an SST's footer metadata (format §7.3), standalone and nested.
 
 Standalone, it is the FlatBuffer of an SST's info region (without the CRC that follows it).
 Nested, the same table appears in ``CompactedSsTableV2`` (manifests) and ``CompactedSsTable``
 (V1 manifests, compactions files); :func:`add_sst_info` and :func:`read_sst_info` serve those.
 
-Canonical order (spec 5.7): the ``first_entry`` vector, the ``last_entry`` vector, then the
+Canonical order (format §5.7): the ``first_entry`` vector, the ``last_entry`` vector, then the
 table with fields added as stats_len(9), stats_offset(8), filter_len(4), filter_offset(3),
 index_len(2), index_offset(1), last_entry(7), first_entry(0), filter_format(10),
 sst_type(6), compression_format(5); fields equal to their default (0) are omitted.

@@ -1,4 +1,4 @@
-"""The SST stats block: ``SstStats`` with one ``BlockStats`` per data block (spec 7.10).
+"""The SST stats block: ``SstStats`` with one ``BlockStats`` per data block (format §7.10).
 
 ``SstStats { num_puts (0), num_deletes (1), num_merges (2), raw_key_size (3),
 raw_val_size (4): u64; block_stats (5): [BlockStats] }`` and
@@ -7,7 +7,7 @@ raw_val_size (4): u64; block_stats (5): [BlockStats] }`` and
 Like the index, an SST written by compaction may have tens of thousands of blocks, so
 :func:`encode_sst_stats` lays the buffer out directly (as the ``flatbuffers`` Builder would
 for 0.17.0's creation order: each BlockStats table, the vector if non-empty, the SstStats
-table; spec 5.7) and :func:`encode_sst_stats_with_builder` is the reference it is tested
+table; format §5.7) and :func:`encode_sst_stats_with_builder` is the reference it is tested
 against.
 """
 

@@ -17,7 +17,13 @@ from slatelib.objstore.object_store import (
 from slatelib.objstore.obstore_store import ObstoreObjectStore
 from slatelib.objstore.retrying import RetryingObjectStore, put_if_absent_unique
 from slatelib.objstore.spec import StoreSpec
-from slatelib.objstore.url import open_raw_store, open_store, reset_memory_stores, split_db_url
+from slatelib.objstore.url import (
+    open_raw_store,
+    open_store,
+    reset_memory_stores,
+    resolve_store,
+    split_db_url,
+)
 from slatelib.paths import FORBIDDEN_PATH_CHARS
 
 __all__ = [
@@ -36,5 +42,6 @@ __all__ = [
     "open_store",
     "put_if_absent_unique",
     "reset_memory_stores",
+    "resolve_store",
     "split_db_url",
 ]

@@ -10,7 +10,7 @@ Backend notes (obstore 0.12, checked by the tests):
 - ``put_if_match`` with an ETag uses ``PutMode.Update`` (S3 ``If-Match``) on memory and S3.
   obstore's local file system does not support it, so a ``file://`` store does it itself:
   a ``flock`` on a sidecar ``<name>.lock`` file, an ETag check, then a staging file renamed
-  over the object (:mod:`slatelib.objstore.local_cas`, docs/rfcs/0006).
+  over the object (:mod:`slatelib.objstore.local_cas`, docs/rfcs/0006-local-conditional-put.md).
 - Conditional puts go through ``cas_store``, a second client of the same bucket whose
   built-in retries are off (see :func:`slatelib.objstore.url.open_store`): a create that
   object_store retried internally after a lost response would come back as a spurious

@@ -348,3 +348,16 @@ def _open_from_url(url: str, opts: dict[str, str], spec: StoreSpec) -> ObjectSto
     store = from_url(url, client_options=client, retry_config=retry, **kwargs)
     cas = from_url(url, client_options=client, retry_config={**retry, "max_retries": 0}, **kwargs)
     return ObstoreObjectStore(store, spec=spec, cas_store=cas)
+
+
+def resolve_store(store: ObjectStore | str) -> ObjectStore:
+    """Accept an ObjectStore or a store URL (what every public entry point takes).
+
+    Raises:
+        InvalidArgumentError: neither.
+    """
+    if isinstance(store, str):
+        return open_store(store)
+    if store is None:
+        raise InvalidArgumentError("store is required (a URL or an object from open_store)")
+    return store

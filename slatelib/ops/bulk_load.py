@@ -29,12 +29,12 @@ from slatelib.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
 )
-from slatelib.format.compression import parse_codec
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.ids import Ulid, UlidGenerator, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.paths import normalize_path
 from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.table_store import TableStore
 
 log = logging.getLogger(__name__)
@@ -54,16 +54,6 @@ class BulkLoadReport:
     manifest_id: int = 0
     spilled_runs: int = 0
     seconds: float = 0.0
-
-
-def sst_writer_options(settings: Settings) -> SstWriterOptions:
-    s = settings.sst
-    return SstWriterOptions(
-        block_size=s.block_size,
-        codec=parse_codec(s.compression_codec),
-        min_filter_keys=s.min_filter_keys,
-        bits_per_key=s.filter_bits_per_key,
-    )
 
 
 def _check_pair(pair: object, n: int) -> tuple[bytes, bytes]:
@@ -212,7 +202,7 @@ def bulk_load(
         InvalidArgumentError: an input item is not a pair of non-empty bytes key and value.
         CommitStateUnknownError: whether manifest 1 landed cannot be established.
     """
-    from slatelib.reader import resolve_store
+    from slatelib.objstore import resolve_store
 
     started = time.monotonic()
     settings = settings or Settings()

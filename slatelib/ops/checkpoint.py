@@ -1,4 +1,6 @@
-"""Checkpoints (seed 002): create, refresh, delete and list, as the ``slate`` CLI does.
+"""Checkpoints: create, refresh, delete and list, as the ``slate`` CLI does.
+
+Design doc 'checkpoints and clones' and format §5.5.7.
 
 A checkpoint created from the current manifest pins the version that first contains it
 (latest + 1); created from another checkpoint (``source``) it pins that checkpoint's
@@ -65,7 +67,7 @@ def as_checkpoint_id(value: uuid.UUID | str) -> uuid.UUID:
 
 
 def _manifests(path: str, store: ObjectStore | str) -> ManifestStore:
-    from slatelib.reader import resolve_store
+    from slatelib.objstore import resolve_store
 
     return ManifestStore(resolve_store(store), normalize_path(path, what="database path"))
 

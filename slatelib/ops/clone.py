@@ -1,4 +1,6 @@
-"""Clones (seed 002 "Clones"): a new database that starts from a parent's checkpoint.
+"""Clones: a new database that starts from a parent's checkpoint.
+
+Design doc 'checkpoints and clones', "Clones", and format §5.5.6.
 
 Steps (each one safe to repeat, so a retry after a crash anywhere completes the clone):
 
@@ -22,9 +24,10 @@ Steps (each one safe to repeat, so a retry after a crash anywhere completes the 
 6. Copy the parent's WAL SSTs in ``(replay_after_wal_id, wal_id_last_seen]``.
 7. Set ``initialized = true``.
 
-Where seed 002 and 0.17 differ, 0.17 wins where the seed would break: entries inherited from
-a clone parent use the parent's *final* checkpoint on the grandparent as their source (the
-seed keeps the parent's source checkpoint, which may be a long-expired ephemeral one).
+Where design doc 'checkpoints and clones' and 0.17 differ, 0.17 wins where the design doc would
+break: entries inherited from a clone parent use the parent's *final* checkpoint on the grandparent
+as their source (the design doc keeps the parent's source checkpoint, which may be a long-expired
+ephemeral one).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def plan_clone_manifest(
     new_id: Callable[[], uuid.UUID] = uuid.uuid4,
 ) -> Manifest:
     """The clone's first manifest from the parent's manifest at the source checkpoint
-    (seed 002 step "Write a new clone manifest"). Pure.
+    (design doc 'checkpoints and clones', step "Write a new clone manifest"). Pure.
 
     Raises:
         InvalidDbStateError: an inherited external database has no final checkpoint.
@@ -322,7 +325,7 @@ def create_clone(
             cannot take the clone's final checkpoint, or another database (or what is left
             of one) is at ``clone_path``.
     """
-    from slatelib.reader import resolve_store
+    from slatelib.objstore import resolve_store
 
     clone_root = normalize_path(clone_path, what="clone path", allow_empty=False)
     parent_root = normalize_path(parent_path, what="parent path", allow_empty=False)

@@ -1,20 +1,20 @@
-"""Destroying a database (seed 002 "Deleting a Database").
+"""Destroying a database (design doc 'checkpoints and clones', "Deleting a Database").
 
 Soft (default): fence the writer (bump ``writer_epoch`` and write a WAL fence), drop the
 writer checkpoint, then set ``destroyed_at_s``; the garbage collector deletes the database
 after its grace period once no checkpoint is left. The same CAS also bumps
 ``compactor_epoch``: a running compactor would otherwise write the next manifest and, like
-every 0.17.0 process, erase ``destroyed_at_s`` (see ``docs/rfcs/0002``).
+every 0.17.0 process, erase ``destroyed_at_s`` (see ``docs/rfcs/0002-destroyed-at-slot.md``).
 
-Hard: refuse while any checkpoint is unexpired, a running slatelib writer's included (seed
-002 leaves stopping the writer to the user; a soft destroy first fences it); otherwise set
-``destroyed_at_s`` (fencing writer and compactor), remove this database's final
+Hard: refuse while any checkpoint is unexpired, a running slatelib writer's included (design doc
+'checkpoints and clones' leaves stopping the writer to the user; a soft destroy first fences it);
+otherwise set ``destroyed_at_s`` (fencing writer and compactor), remove this database's final
 checkpoints from the databases it was cloned from (as 0.17's ``Admin.delete_db``), write a
-``.deleting`` marker, delete every object of the database's layout (``manifest/``,
-``wal/``, ``compacted/``, ``compactions/``, ``gc/``) with the current manifest last, then
-the marker. A rerun after a crash finishes the job: the manifest (deleted last) or the
-marker proves the path is a database. Objects under the path outside that layout (for
-example another database nested below it) are left alone and reported.
+``.deleting`` marker, delete every object of the database's layout (``manifest/``, ``wal/``,
+``compacted/``, ``compactions/``, ``gc/``) with the current manifest last, then the marker. A rerun
+after a crash finishes the job: the manifest (deleted last) or the marker proves the path is a
+database. Objects under the path outside that layout (for example another database nested below it)
+are left alone and reported.
 
 Both check everything they can before their first write, so that a refused destroy leaves
 the database (and its parents) byte for byte unchanged: the ``external_dbs`` paths of the
@@ -39,6 +39,7 @@ from slatelib.core.checkpoints import (
     without_writer_checkpoints,
 )
 from slatelib.core.external_dbs import check_external_dbs
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Checkpoint, Manifest
 from slatelib.errors import (
     CorruptObjectError,
@@ -50,7 +51,7 @@ from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.txn import update_versioned
 from slatelib.writer.fencing import fence_wal
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def destroy(
             but no database.
         FencedError: (soft) a writer opened the database while it was being destroyed.
     """
-    from slatelib.reader import resolve_store
+    from slatelib.objstore import resolve_store
 
     root = normalize_path(path, what="database path", allow_empty=False)
     obj = resolve_store(store)

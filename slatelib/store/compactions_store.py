@@ -1,4 +1,4 @@
-"""Compactor state versions of one database (spec 3 and 6) over a :class:`SequencedStore`."""
+"""Compactor state versions of one database (format §3 and §6) over a :class:`SequencedStore`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from slatelib.core.compactions import Compactions
 from slatelib.format.compactions_codec import decode_compactions, encode_compactions
 from slatelib.objstore import ObjectStore
 from slatelib.paths import COMPACTIONS_EXT, DbPaths
-from slatelib.store.sequenced import SequencedStore, Versioned
-
-StoredCompactions = Versioned[Compactions]
+from slatelib.store.sequenced import SequencedStore
 
 
 class CompactionsStore(SequencedStore[Compactions]):

@@ -1,4 +1,4 @@
-"""Manifest versions of one database (spec 3 and 5) over a :class:`SequencedStore`."""
+"""Manifest versions of one database (format §3 and §5) over a :class:`SequencedStore`."""
 
 from __future__ import annotations
 

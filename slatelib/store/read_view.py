@@ -1,4 +1,4 @@
-"""A consistent read view: one manifest snapshot plus in-memory tables (spec 10).
+"""A consistent read view: one manifest snapshot plus in-memory tables (format §10).
 
 Sources, newest first: memtables, L0 views, sorted runs (descending id), then segment trees.
 Point reads walk them in that order and stop at the first value or tombstone; scans merge

@@ -1,9 +1,9 @@
-"""Sequenced objects (spec 3): manifests and compactions files share one protocol.
+"""Sequenced objects (format §3): manifests and compactions files share one protocol.
 
 Versions are ``<dir>/<20-digit id>.<ext>``; a new version is ``latest + 1`` written with
 create-if-absent. A GC boundary file (``gc/<name>.boundary``) holds an id at or below
 which versions may have been deleted: such a version is never taken as the latest, and a
-write that lands at or below it counts as lost (RFC-0026 in 0.17; a stalled writer must not
+write that lands at or below it counts as lost (SlateDB RFC-0026 in 0.17; a stalled writer must not
 resurrect an id that GC deleted).
 """
 

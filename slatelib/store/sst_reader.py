@@ -1,6 +1,6 @@
 """Reading compacted SSTs with ranged gets, a block cache and bounded prefetch.
 
-The manifest's :class:`SsTableInfo` is authoritative (spec 5.5.2): the footer is never read
+The manifest's :class:`SsTableInfo` is authoritative (format §5.5.2): the footer is never read
 for compacted SSTs. Blocks are fetched in coalesced ranged gets of up to
 ``fetch_bytes``; scans keep at most ``prefetch`` fetches in flight. Decoded blocks and each
 SST's index and bloom filter live in the shared, bounded :class:`BlockCache` (as 0.17

@@ -1,7 +1,7 @@
 """Compacted SSTs of a database and of the databases it was cloned from.
 
 An SST id listed in ``external_dbs[i].sst_ids`` lives under ``external_dbs[i].path`` in the
-same store (spec 2); every other id lives under the database's own root.
+same store (format §2); every other id lives under the database's own root.
 """
 
 from __future__ import annotations

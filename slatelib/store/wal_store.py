@@ -1,4 +1,4 @@
-"""WAL SSTs of one database (spec 8): ``<root>/wal/<20-digit id>.sst``.
+"""WAL SSTs of one database (format §8): ``<root>/wal/<20-digit id>.sst``.
 
 A zero-byte WAL object is a writer's fence and replays as empty. WAL ids above
 ``replay_after_wal_id`` are contiguous; the last one is found by probing

@@ -1,7 +1,6 @@
 """The slatelib writer: :class:`Db` and :class:`WriteBatch` (see :mod:`slatelib.writer.db`).
 
-Exports resolve lazily, so that :mod:`slatelib.reader` can use
-:mod:`slatelib.writer.memtables` without importing the writer.
+Exports resolve lazily, so that importing a submodule does not import the whole writer.
 """
 
 from __future__ import annotations

@@ -20,9 +20,8 @@ from slatelib.config import Settings
 from slatelib.core.manifest import Manifest
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import InvalidArgumentError, MergeOperatorMissingError, SlateError
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, resolve_store
 from slatelib.paths import normalize_path
-from slatelib.reader import resolve_store
 from slatelib.writer.batch import (
     Ttl,
     WriteBatch,

@@ -23,15 +23,15 @@ from slatelib.errors import (
 from slatelib.format.compression import parse_codec
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.objstore import ObjectStore
-from slatelib.ops.bulk_load import sst_writer_options
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.memtables import WalMemTable
+from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 from slatelib.writer.fencing import WAL_FENCE_WINDOW, open_for_write
 from slatelib.writer.flusher import Flusher
-from slatelib.writer.memtables import WalMemTable
 from slatelib.writer.replay import replay_into_memtables
 from slatelib.writer.state import DbState
 from slatelib.writer.uploads import put_new_object

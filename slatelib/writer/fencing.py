@@ -1,4 +1,5 @@
-"""Opening a database for writing: epoch claim, WAL fence, fence window (seed 000/002, 0.17).
+"""Opening a database for writing: epoch claim, WAL fence, fence window (design docs 'manifest' and
+'checkpoints and clones', 0.17).
 
 1. Create manifest 1 when the database does not exist (create-if-absent; a lost race just
    means someone else created it).
@@ -35,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 
 from slatelib.clock import Clock
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Manifest
 from slatelib.errors import (
     AlreadyExistsError,
@@ -48,7 +50,7 @@ from slatelib.objstore import ObjectStore
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.txn import update_versioned
 from slatelib.writer.manifest_rules import check_openable, plan_writer_claim
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ polls never race each other:
   ``max_unflushed_bytes`` is buffered).
 - **Poll** every ``manifest_poll_interval``: a higher writer epoch fences the writer; a
   changed LSM tree (a compactor commit) is adopted for reads and the writer checkpoint is
-  re-established on the new version (seed 002), as it is once half of its
+  re-established on the new version (design doc 'checkpoints and clones'), as it is once half of its
   ``checkpoint_lifetime`` has passed or when someone removed it
   (:func:`~slatelib.writer.manifest_rules.reestablish_reason`). A poll that fails with a
   transient error (store unavailable, CAS conflicts) is logged and retried at the next
@@ -33,6 +33,7 @@ from typing import Protocol
 
 from slatelib.clock import Clock
 from slatelib.core.checkpoints import lsm_changed
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.merge import MergeOperator
 from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
@@ -50,7 +51,8 @@ from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
-from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.store.memtables import WalMemTable
+from slatelib.txn import update_versioned
 from slatelib.writer.manifest_rules import (
     L0Flush,
     plan_checkpoint_move,
@@ -58,7 +60,6 @@ from slatelib.writer.manifest_rules import (
     read_deadline_s,
     reestablish_reason,
 )
-from slatelib.writer.memtables import WalMemTable
 from slatelib.writer.uploads import put_new_object
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,6 @@
-"""Manifest changes a writer makes (spec 5.5.4 and 11, seed 002). Pure.
+"""Manifest changes a writer makes. Pure.
+
+Format §5.5.4 and §11; the writer checkpoint follows design doc 'checkpoints and clones'.
 
 Every function takes the latest manifest as stored (and the id it will be written under,
 ``next_id``) and returns the manifest to write, or None when nothing needs writing. They
@@ -12,11 +14,11 @@ The writer owns L0 and the replay bookkeeping (``replay_after_wal_id``,
 others, ``compactor_epoch``) is taken from the latest manifest, which is how a flush is
 rebased on a compactor commit: 0.17's ``merge_remote_manifest``.
 
-The writer checkpoint expires ``checkpoint_lifetime`` after it was last written (seed 002
-says never; docs/rfcs/0005 says why slatelib deviates): every manifest write of the writer
-re-establishes it with a fresh expiry, and a poll re-establishes it once half the lifetime
-has passed (:func:`reestablish_reason`). The writer reads through the manifest it pins only
-until a quarter of the lifetime is left (:func:`read_deadline_s`).
+The writer checkpoint expires ``checkpoint_lifetime`` after it was last written (design doc
+'checkpoints and clones' says never; docs/rfcs/0005-writer-wal-and-fencing.md says why slatelib
+deviates): every manifest write of the writer re-establishes it with a fresh expiry, and a poll
+re-establishes it once half the lifetime has passed (:func:`reestablish_reason`). The writer reads
+through the manifest it pins only until a quarter of the lifetime is left (:func:`read_deadline_s`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from slatelib.core.checkpoints import (
     with_writer_checkpoint,
     writer_checkpoint,
 )
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import (
     EMPTY_SEQUENCE_TRACKER,
     Checkpoint,
@@ -42,7 +45,6 @@ from slatelib.core.manifest import (
 )
 from slatelib.errors import FencedError, UnsupportedFeatureError
 from slatelib.format.seq_tracker import Pair, decode_seq_tracker, encode_seq_tracker, track_all
-from slatelib.txn import check_writer_epoch
 
 READ_MARGIN = 0.25
 """Fraction of the checkpoint lifetime before its expiry at which the writer stops reading
@@ -68,7 +70,8 @@ def reestablish_reason(
     not). ``local`` is the version the writer reads from, ``checkpoint_id`` its current
     checkpoint. Pure.
 
-    - ``"lsm changed"``: a compactor changed L0 or the sorted runs (seed 002);
+    - ``"lsm changed"``: a compactor changed L0 or the sorted runs (design doc
+      'checkpoints and clones');
     - ``"checkpoint missing"``: someone removed it (GC after it expired, an operator);
     - ``"refresh due"``: half of its lifetime has passed.
     """
@@ -103,7 +106,7 @@ def check_openable(m: Manifest, path: str) -> None:
 
     Raises:
         InvalidDbStateError: uninitialized (a clone being created) or destroyed.
-        UnsupportedFeatureError: segments (RFC-0024) or a separate WAL object store.
+        UnsupportedFeatureError: segments (SlateDB RFC-0024) or a separate WAL object store.
     """
     check_writable_state(m, f"open writer on {path!r}")
     if m.has_segments:
@@ -119,9 +122,9 @@ def plan_writer_claim(
     m: Manifest, next_id: int, checkpoint_id: uuid.UUID, *, now_s: float, lifetime_s: float,
     path: str = "",
 ) -> Manifest | None:
-    """Claim the next writer epoch and replace every writer checkpoint with ours (seed 002
-    "Establishing Initial Checkpoint", expiring after ``lifetime_s``). None when our claim
-    already landed.
+    """Claim the next writer epoch and replace every writer checkpoint with ours (design doc
+    'checkpoints and clones', "Establishing Initial Checkpoint", expiring after ``lifetime_s``).
+    None when our claim already landed.
 
     Raises:
         FencedError: our claim landed but a newer writer claimed after it.

@@ -5,14 +5,14 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Manifest
 from slatelib.core.merge import MergeOperator
 from slatelib.core.row import MERGE
 from slatelib.errors import DataError, MergeOperatorMissingError, ObjectMissingError
 from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.memtables import WalMemTable
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import check_writer_epoch
-from slatelib.writer.memtables import WalMemTable
 
 
 @dataclass
@@ -35,7 +35,7 @@ def replay_into_memtables(
     merge_operator: MergeOperator | None,
     executor: Executor | None = None,
 ) -> Replayed:
-    """Replay WAL ids ``(replay_after_wal_id, last_wal_id]`` (spec 8.3).
+    """Replay WAL ids ``(replay_after_wal_id, last_wal_id]`` (format §8.3).
 
     Memtables are cut at WAL boundaries once they reach ``max_memtable_bytes``, so each
     one's ``last_wal_id`` is exact.

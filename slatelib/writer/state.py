@@ -6,9 +6,9 @@ import threading
 
 from slatelib.core.merge import MergeOperator
 from slatelib.store.manifest_store import StoredManifest
+from slatelib.store.memtables import WalMemTable
 from slatelib.store.read_view import ReadView
 from slatelib.store.table_store import TableStore
-from slatelib.writer.memtables import WalMemTable
 
 
 class DbState:

@@ -26,7 +26,7 @@ first resumes, fails with a fenced error and exit code 3, and the second's run i
 the manifest holds; and two started at the same moment race for the fence.
 
 With 0.17.0 itself: its compactor recovers a job killed right before its commit CAS (it
-commits the outputs our job recorded as Compacted, RFC-0025), and an official writer that
+commits the outputs our job recorded as Compacted, SlateDB RFC-0025), and an official writer that
 opens the database and flushes an L0 while our job is paused before its CAS keeps that L0
 (the commit rebases) and keeps writing on top of our run.
 
@@ -412,7 +412,7 @@ def test_two_compaction_processes_started_together_never_both_commit_one_plan(
 def test_official_compactor_commits_the_outputs_of_a_job_killed_before_its_cas(
     template: Template, one_run: list[Write], tmp_path: Path,
 ) -> None:
-    """0.17's coordinator commits the Compacted entries it inherits (RFC-0025 recovery):
+    """0.17's coordinator commits the Compacted entries it inherits (SlateDB RFC-0025 recovery):
     our job killed between recording its outputs and its manifest CAS, then an official
     ``Db`` with its compactor on opens the database, commits our outputs as our run, and
     reads, keeps writing and reopens with the data intact."""

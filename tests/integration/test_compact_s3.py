@@ -12,7 +12,7 @@ from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.row import TOMBSTONE, VALUE
 from slatelib.errors import FencedError
-from slatelib.ops.compact import ThreadTaskRunner, run_compaction
+from slatelib.ops.compaction import ThreadTaskRunner, run_compaction
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import NOW_MS, flush_l0, new_db

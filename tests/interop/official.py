@@ -32,7 +32,7 @@ Example::
     OfficialAdmin(tmp_path, "db").compact(l0=1, destination=0)   # oldest L0 -> run 0
     assert read_all(tmp_path, "db") == model.items()
 
-0.17.0 behaviour these helpers encode (see ``../shared/fixtures/README.md`` and the spec):
+0.17.0 behaviour these helpers encode (see ``../shared/fixtures/README.md`` and ``docs/format.md``):
 
 - Opening a ``Db`` or a ``DbReader`` WRITES to the database (manifest versions, WAL
   fences, reader checkpoints). Never point these helpers at the checked-in golden folder:

@@ -17,7 +17,7 @@ import pytest
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.compaction_source import SourceId
 from slatelib.objstore import open_store
-from slatelib.ops.compact import CompactionReport, ThreadTaskRunner, run_compaction
+from slatelib.ops.compaction import CompactionReport, ThreadTaskRunner, run_compaction
 from slatelib.store.manifest_store import ManifestStore
 from tests.interop.official import (
     CloneSource,

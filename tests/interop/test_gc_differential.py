@@ -9,11 +9,11 @@ from the clones too, and from a checkpoint.
 Differences that are expected, and why:
 
 - A soft-destroyed database (``destroyed_at_s``, slatelib's extension in slot 18 of the
-  manifest, docs/rfcs/0002): 0.17 does not know the mark and collects it like any other
-  database; ours deletes it and releases its final checkpoints in its parents.
+  manifest, docs/rfcs/0002-destroyed-at-slot.md): 0.17 does not know the mark and collects it like
+  any other database; ours deletes it and releases its final checkpoints in its parents.
 - slatelib also requires a compacted SST's *object* to be older than ``min_age`` (0.17 looks
   only at its ULID). In these states every SST object is at least as old as its ULID, so
-  the rule does not change a decision here (tests/unit/ops/test_gc_safety.py covers it).
+  the rule does not change a decision here (tests/unit/ops/gc/test_collect_safety.py covers it).
 - On the local file system 0.17 creates a missing boundary file but cannot overwrite an
   existing one (object_store's ``LocalFileSystem`` has no ``PutMode::Update``): its manifest
   and compactions tasks then fail and delete nothing of their kind, on every run after the
@@ -50,7 +50,7 @@ from slatelib.objstore import ObjectStore as SlateStore
 from slatelib.objstore import open_store
 from slatelib.ops.destroy import destroy
 from slatelib.ops.gc import collect_garbage
-from slatelib.ops.gc_report import GcReport
+from slatelib.ops.gc.report import GcReport
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.testing.clock import FakeClock

@@ -27,7 +27,7 @@ from slatelib.config import CompactionSettings, Settings
 from slatelib.errors import CompactorActiveError
 from slatelib.exit_codes import EXIT_COMPACTOR_ACTIVE
 from slatelib.objstore import open_store
-from slatelib.ops.compact import run_compaction
+from slatelib.ops.compaction import run_compaction
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from tests.interop.official import DbSettings, OfficialDb, OfficialReader, Put, run, to_batch

@@ -218,7 +218,7 @@ def test_filter_policies_other_than_the_default_read_like_official(
 def test_segmented_db_with_sorted_runs_and_binary_keys_reads_like_official(
     tmp_path: Path,
 ) -> None:
-    """Segments (RFC-0024) keyed by the first byte, each with its own L0s and sorted runs
+    """Segments (SlateDB RFC-0024) keyed by the first byte, each with its own L0s and sorted runs
     (per-segment compactions, one of them including an existing run), plus WAL rows."""
     rng = random.Random(202)
     heads = (b"\x00", b"\x7f", b"\xff")

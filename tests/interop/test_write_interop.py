@@ -188,7 +188,7 @@ def _official_db_with_wal_rows(root: Path, rng: random.Random, keys: list[bytes]
 
 
 def _write_l0_and_manifest(root: Path, new_ops: Sequence[Put | Delete | Merge]) -> Manifest:
-    """What a slatelib writer's memtable flush does (spec 5.5.4 and 11): one L0 SST with every
+    """What a slatelib writer's memtable flush does (format §5.5.4 and §11): one L0 SST with every
     WAL row above ``last_l0_seq`` plus the new rows (one batch at the next seq), uploaded
     under ``compacted/``, then manifest ``latest + 1`` with the view prepended to ``l0``,
     ``last_l0_seq`` raised and the replayed WALs marked as covered."""

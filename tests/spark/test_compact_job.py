@@ -14,7 +14,7 @@ from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.row import TOMBSTONE, VALUE
 from slatelib.objstore import open_store
-from slatelib.ops.compact import CompactionTask, TaskOutcome, run_compaction_task
+from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import NOW_MS, flush_l0, new_db
@@ -89,7 +89,7 @@ def test_task_failing_on_an_executor_is_retried_without_duplicate_outputs(
         if task.index == 1 and not marker.exists():
             marker.write_text("x")  # this attempt's SSTs are uploaded, then it "fails"
             from slatelib.errors import UnavailableError
-            from slatelib.ops.compact_task import TaskFailure
+            from slatelib.ops.compaction.task import TaskFailure
 
             return TaskFailure.of(task.index, UnavailableError("executor lost"))
         return out

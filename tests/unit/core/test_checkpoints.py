@@ -1,4 +1,4 @@
-"""Checkpoint rules of seed 002."""
+"""Checkpoint rules of design doc 'checkpoints and clones'."""
 
 from __future__ import annotations
 

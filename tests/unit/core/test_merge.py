@@ -1,4 +1,4 @@
-"""Read semantics (spec 10): newest version wins, tombstones, merge operands, no TTL."""
+"""Read semantics (format §10): newest version wins, tombstones, merge operands, no TTL."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Test helper: split official SST files into their info / index / stats payloads.
 
 Kept local to the format tests on purpose (no dependency on the SST reader module): the SST
-layout of spec 7.1 is read directly and region payloads are decompressed with cramjam/zlib.
+layout of format §7.1 is read directly and region payloads are decompressed with cramjam/zlib.
 """
 
 from __future__ import annotations

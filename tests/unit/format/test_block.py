@@ -1,4 +1,4 @@
-"""v1 and v2 data blocks: golden bytes of the spec, round trips, fit rule, corruption."""
+"""v2 data blocks: golden bytes of format §7.12, round trips, fit rule, corruption."""
 
 from __future__ import annotations
 
@@ -8,13 +8,7 @@ from hypothesis import strategies as st
 
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
-from slatelib.format.block import (
-    BlockBuilderV1,
-    BlockBuilderV2,
-    decode_block_v1,
-    decode_block_v2,
-    encode_block_v2,
-)
+from slatelib.format.block import BlockBuilderV2, decode_block_v2, encode_block_v2
 from slatelib.format.checksum import crc32
 
 SPEC_ROWS = [
@@ -32,16 +26,6 @@ def test_v2_block_matches_spec_worked_example() -> None:
         "000503" "6170706c65" "726564" "0000000000000007" "04" "0000018bcfe56800"
     )
     assert decode_block_v2(block) == SPEC_ROWS
-
-
-def test_v1_block_matches_spec_worked_example() -> None:
-    b = BlockBuilderV1(block_size=1 << 20)
-    for r in SPEC_ROWS:
-        assert b.add(r)
-    block = b.finish()
-    assert crc32(block) == 0x7BCACCC2
-    assert block[-8:].hex() == "00000021003b0003"
-    assert decode_block_v1(block) == SPEC_ROWS
 
 
 def test_v2_restart_points_every_16_rows() -> None:
@@ -97,16 +81,6 @@ rows_strategy = st.lists(
 @given(rows_strategy)
 def test_v2_round_trip(rows: list) -> None:  # type: ignore[type-arg]
     assert decode_block_v2(encode_block_v2(rows)) == rows
-
-
-@settings(max_examples=200, deadline=None)
-@given(rows_strategy)
-def test_v1_round_trip_drops_tombstone_expiry(rows: list) -> None:  # type: ignore[type-arg]
-    b = BlockBuilderV1(block_size=1 << 30)
-    for r in rows:
-        b.add(r)
-    expected = [(k, s, kd, v, None if kd == TOMBSTONE else e, c) for k, s, kd, v, e, c in rows]
-    assert decode_block_v1(b.finish()) == expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,4 +1,4 @@
-"""Compactions file codec (spec 6): golden files, version 1, round trips, corruption."""
+"""Compactions file codec (format §6): golden files, version 1, round trips, corruption."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Manifest codec (spec 5): golden bytes, V1, round trips, destroyed_at_s, corruption."""
+"""Manifest codec (format §5): golden bytes, V1, round trips, destroyed_at_s, corruption."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tests.conftest import FIXTURE_NAMES
 
 from ._strategies import manifests
 
-SPEC_5_8_FIRST_MANIFEST = bytes.fromhex(  # verbatim from spec 5.8
+SPEC_5_8_FIRST_MANIFEST = bytes.fromhex(  # verbatim from format §5.8
     "0002 3000 0000 0000 0000 0000 2600 2800 0000 0000 0700 0000 0000 0000 0000 0000"
     "0800 0c00 1000 2000 1400 0000 0000 1800 1c00 2600 0000 0000 0001 4400 0000 3c00"
     "0000 3400 0000 2800 0000 1000 0000 2400 0000 0000 0000 0000 0080 0d00 0000 0100"

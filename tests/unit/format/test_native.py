@@ -26,15 +26,13 @@ from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import CorruptObjectError
 from slatelib.format import bloom, native
 from slatelib.format.block import (
-    BlockBuilderV1,
     BlockBuilderV2,
     BlockWriterPy,
-    decode_block_v1,
-    decode_block_v1_py,
     decode_block_v2,
     decode_block_v2_py,
     encode_block_v2,
 )
+from slatelib.format.block_v1 import BlockBuilderV1, decode_block_v1, decode_block_v1_py
 from slatelib.format.native import BlockWriter
 from slatelib.format.sst import SstWriter, SstWriterOptions, parse_sst
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
@@ -745,7 +743,8 @@ def test_format_suite_passes_without_the_extension() -> None:
         cwd=REPO, env=env, capture_output=True, text=True, check=True,
     )
     assert probe.stdout.strip() == "False"
-    tests = [f"tests/unit/format/{t}" for t in ("test_sst.py", "test_block.py", "test_bloom.py")]
+    tests = [f"tests/unit/format/{t}"
+             for t in ("test_sst.py", "test_block.py", "test_block_v1.py", "test_bloom.py")]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         cwd=REPO, env=env, capture_output=True, text=True,

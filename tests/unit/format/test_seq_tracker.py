@@ -1,4 +1,4 @@
-"""Sequence tracker blob (spec 5.6): golden trackers, Gorilla codes, sampling rule."""
+"""Sequence tracker blob (format §5.6): golden trackers, Gorilla codes, sampling rule."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from slatelib.format.seq_tracker import (
 )
 from tests.conftest import FIXTURE_NAMES
 
-# spec 5.6: the seq_tracker fixture's 4 pairs
+# format §5.6: the seq_tracker fixture's 4 pairs
 SPEC_EXAMPLE = bytes.fromhex(
     "01" "04000000"
     "00000004" "00000000" "00000001" "80c964a0"

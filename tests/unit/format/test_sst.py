@@ -28,7 +28,7 @@ from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
 
 # Block sizes the fixtures were written with (make_fixtures.py: 1 KiB unless default).
 FOUR_KIB = {"default_settings", "seq_tracker"}
-# Codecs whose compressor output we do not reproduce byte for byte (spec 7.2); their SSTs
+# Codecs whose compressor output we do not reproduce byte for byte (format §7.2); their SSTs
 # are compared region by region after decompression instead.
 NOT_BYTE_IDENTICAL = {CompressionCodec.ZLIB, CompressionCodec.LZ4}
 

@@ -1,4 +1,4 @@
-"""SST index codec (spec 7.8): golden indexes, the direct encoder vs the Builder, speed."""
+"""SST index codec (format §7.8): golden indexes, the direct encoder vs the Builder, speed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SsTableInfo codec (spec 7.3): golden SST footers, spec 7.12, round trips, corruption."""
+"""SsTableInfo codec (format §7.3): golden SST footers, format §7.12, round trips, corruption."""
 
 from __future__ import annotations
 

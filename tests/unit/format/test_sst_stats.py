@@ -1,4 +1,4 @@
-"""SST stats codec (spec 7.10): golden stats blocks, direct encoder vs Builder, corruption."""
+"""SST stats codec (format §7.10): golden stats blocks, direct encoder vs Builder, corruption."""
 
 from __future__ import annotations
 

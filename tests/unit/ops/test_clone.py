@@ -1,4 +1,5 @@
-"""Clones (seed 002): the pure manifest plan, the steps, nesting, and retries after crashes."""
+"""Clones (design doc 'checkpoints and clones'): the pure manifest plan, the steps, nesting, and
+retries after crashes."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def make_parent(store: ObjectStore, clock: FakeClock, path: str = "parent") -> N
     db.flush()
     db.put(b"wal", b"2")
     db.close(flush=None)  # "wal" stays in the WAL only
-    # a managed reader raises wal_id_last_seen to the WAL it saw (seed 002)
+    # a managed reader raises wal_id_last_seen to the WAL it saw (design doc
+    # 'checkpoints and clones')
     DbReader.open(path, store, settings=writer_settings(), clock=clock, auto_refresh=False).close()
 
 

@@ -1,4 +1,5 @@
-"""Destroy (seed 002): soft fences the writer and marks; hard deletes, manifest last."""
+"""Destroy (design doc 'checkpoints and clones'): soft fences the writer and marks; hard deletes,
+manifest last."""
 
 from __future__ import annotations
 

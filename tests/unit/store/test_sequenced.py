@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Manifest
 from slatelib.errors import (
     CommitStateUnknownError,
@@ -20,7 +21,7 @@ from slatelib.objstore import ObjectStore, RetryingObjectStore, open_raw_store
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore
-from slatelib.txn import check_writer_epoch, update_versioned
+from slatelib.txn import update_versioned
 
 
 @pytest.fixture

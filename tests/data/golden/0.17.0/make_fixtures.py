@@ -410,7 +410,7 @@ async def make_segmented(name="segmented"):
     await flush(db, "wal")
     await db.shutdown_with_options(CloseOptions(flush_type=FlushType.WAL))
     return m, {"merge_operator": None, "segment_extractor": "fixed4 (first 4 bytes of the key)",
-               "layout": "segments usr:, ord:, inv: (RFC-0024), 2 flushes, 1 WAL-only row"}
+               "layout": "segments usr:, ord:, inv: (SlateDB RFC-0024), 2 flushes, 1 WAL-only row"}
 
 
 async def make_default_settings(name="default_settings"):
@@ -667,7 +667,7 @@ README_HEAD = """# SlateDB 0.17.0 fixtures
 | ckpt_clone | clone of ckpt_src at `fixture-ckpt`: `external_dbs`, copied WAL objects, own writes |
 | ckpt_clone_proj | projected clone: views with `visible_range` [key:0010, key:0040) |
 | ttl_merge | TTL (expire_ts) rows, merge operands in WAL, L0 and sorted run (needs a concat merge operator) |
-| segmented | segments (RFC-0024) with a 4-byte prefix extractor named `fixed4` |
+| segmented | segments (SlateDB RFC-0024) with a 4-byte prefix extractor named `fixed4` |
 | default_settings | default settings: 4 KiB blocks, no filter block (< 1000 rows), no compactor |
 | gc_collected | after garbage collection: `gc/*.boundary`, manifest ids not starting at 1 |
 | seq_tracker | a manifest sequence tracker with 4 pairs |
@@ -701,7 +701,7 @@ How to open one:
 - What is NOT covered because 0.17.0 never writes it: V1 manifests, block format v1
   (SST format version 1), legacy (non-composite) filter blocks, WriterCheckpoint metadata.
   Write tests with an independent encoder showed that 0.17.0 still READS all of these
-  (see the spec, section 13).
+  (see format §13).
 
 Checked with an independent decoder against the
 official DbReader: every fixture decodes, every bloom filter is rebuilt bit-for-bit, every

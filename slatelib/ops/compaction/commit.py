@@ -1,0 +1,306 @@
+"""Driver-side writes of a compaction: fencing, the ``compactions/`` record, the commit CAS.
+
+Order (the same as 0.17.0's compactor):
+
+1. :func:`fence_compactor` bumps ``compactor_epoch`` in the manifest (a CAS; every other
+   compactor now fails its next write) -- but only when no other compactor may hold the
+   epoch (:mod:`slatelib.core.compactor_claim`; 0.17 has no such check) -- then claims the same epoch in the compactions file
+   (creating it when the database never had a compactor) and takes over its entries;
+2. :func:`record_compaction` lists our compaction as Running — from here 0.17's GC keeps
+   every SST minted after the compaction id's time (the low watermark, SlateDB RFC-0029);
+3. after execution, :func:`mark_compaction` records the outputs (Compacted), then
+   :func:`commit_manifest` applies the compaction with one manifest CAS, rebased on conflict
+   (:mod:`slatelib.core.compaction_apply`); finally Completed (or Failed).
+
+Every step goes through :func:`slatelib.txn.update_versioned`, whose mutations here are
+idempotent: after a lost response the latest version is re-read and a write that landed is
+recognised (the epoch is ours; the entry is there; the commit's checkpoint marker is there),
+so nothing is done twice. A fenced compactor stops at once and leaves its outputs to GC.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from slatelib.clock import Clock
+from slatelib.core.checkpoints import (
+    add_checkpoint,
+    check_writable_state,
+    new_checkpoint,
+    remove_checkpoints,
+)
+from slatelib.core.compaction_apply import apply_compaction, is_committed
+from slatelib.core.compaction_plan import CompactionSpec, check_compactable
+from slatelib.core.compaction_state import finish, record, take_over
+from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
+from slatelib.core.compactor_claim import (
+    CLAIM_MARKER_LIFETIME_S,
+    ClaimRecord,
+    ClaimState,
+    ClaimVerdict,
+    fence_marker_landed,
+)
+from slatelib.core.invariants import check_compactor_epoch
+from slatelib.core.manifest import Manifest, SstHandle
+from slatelib.errors import CompactorActiveError, ConflictError, SlateError, UnavailableError
+from slatelib.store.claim_store import ClaimStore, judge_manifest
+from slatelib.store.compactions_store import CompactionsStore
+from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.sequenced import Versioned
+from slatelib.txn import update_versioned
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class UpdateTimeoutError(UnavailableError):
+    """A driver-side write was not done within ``manifest_update_timeout``. The latest state
+    was read and does not hold the change, so the outcome is known: not written."""
+
+
+def _deadline(clock: Clock, timeout_s: float, what: str,
+              mutate: Callable[[Versioned[T]], T | None]) -> Callable[[Versioned[T]], T | None]:
+    """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed.
+
+    The latest version is still checked first: when ``mutate`` finds its change already
+    there (returns None: a write whose response was lost landed) that is the answer, even
+    past the deadline; only writing again is refused.
+    """
+    start = clock.monotonic_s()
+
+    def wrapped(cur: Versioned[T]) -> T | None:
+        new = mutate(cur)
+        if new is not None and clock.monotonic_s() - start > timeout_s:
+            raise UpdateTimeoutError(f"{what}: not done within {timeout_s:g}s of retries")
+        return new
+
+    return wrapped
+
+
+@dataclass(frozen=True)
+class CompactorClaim:
+    """The epoch we own and the manifest version written by the epoch bump."""
+
+    epoch: int
+    manifest: Versioned[Manifest]
+    verdict: ClaimVerdict | None = None
+    marker: uuid.UUID | None = None
+    """The fence manifest's marker checkpoint, dropped again by the commit."""
+
+
+@dataclass(frozen=True)
+class ClaimIdentity:
+    """Who is claiming: written into slatelib's claim records."""
+
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    mode: str = "job"
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+
+
+def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
+                    clock: Clock, timeout_s: float, takeover: bool = False,
+                    identity: ClaimIdentity | None = None) -> CompactorClaim:
+    """Become the database's compactor (step 1 of the module docstring).
+
+    The bump is refused, on the very version it would replace, when another compactor may
+    hold the epoch (:mod:`slatelib.core.compactor_claim`), unless ``takeover``. A claim
+    record (``claiming``) is written before the CAS and updated (``claimed``) after it; the
+    fence manifest carries the record's marker checkpoint.
+
+    Raises:
+        CompactorActiveError: another compactor may hold the epoch (nothing written to the
+            manifest; only our own claim record, marked lost).
+        FencedError: another compactor claimed a newer epoch meanwhile.
+        InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
+        ConflictError / UnavailableError: could not write within the retries/timeout.
+    """
+    who = identity or ClaimIdentity()
+    claims = ClaimStore(manifests.store, manifests.root)
+    tried: list[ClaimRecord] = []
+    verdicts: list[ClaimVerdict] = []
+
+    def bump(cur: Versioned[Manifest]) -> Manifest | None:
+        check_compactable(cur.value)
+        if any(fence_marker_landed(cur.value, r) for r in tried):
+            return None  # our fence landed; its response was lost
+        comp = compactions.try_read_latest()
+        verdict = judge_manifest(manifests, claims, cur.value, compactions_epoch=None
+                                 if comp is None else comp.value.compactor_epoch)
+        verdicts.append(verdict)
+        if not verdict.may_fence:
+            for r in tried:
+                claims.put(replace(r, state=ClaimState.LOST, at_ms=clock.now_ms()))
+            if not takeover:
+                raise CompactorActiveError(verdict.refusal(manifests.root))
+            log.warning("taking the compactor epoch over (--takeover) [db=%s, epoch=%d, "
+                        "holder=%s]", manifests.root, verdict.epoch, verdict.reason)
+        now_ms = clock.now_ms()
+        record = ClaimRecord(
+            epoch=cur.value.compactor_epoch + 1, run_id=who.run_id, state=ClaimState.CLAIMING,
+            base_manifest_id=cur.id, marker=uuid.uuid4(), mode=who.mode, host=who.host,
+            pid=who.pid, at_ms=now_ms,
+        )
+        claims.put(record)
+        tried.append(record)
+        base = cur.value
+        stale = verdict.record
+        if stale is not None and stale.state == ClaimState.CLAIMING:
+            base = remove_checkpoints(base, {stale.marker}) or base  # a killed run's marker
+        marker = new_checkpoint(base, cur.id + 1, now_s=now_ms / 1000.0,
+                                lifetime_s=CLAIM_MARKER_LIFETIME_S, checkpoint_id=record.marker)
+        return replace(add_checkpoint(base, marker), compactor_epoch=base.compactor_epoch + 1)
+
+    written = update_versioned(manifests, _deadline(clock, timeout_s, "fence manifest", bump),
+                               clock=clock)
+    epoch = written.value.compactor_epoch
+    mine = next((r for r in tried if fence_marker_landed(written.value, r)), None)
+    if mine is None:  # pragma: no cover - update_versioned returned a version not ours
+        raise ConflictError(f"fence of {manifests.root!r} did not land")
+    claims.put(replace(mine, state=ClaimState.CLAIMED, manifest_id=written.id,
+                       at_ms=clock.now_ms()))
+    try:
+        claims.prune_below(epoch)
+    except SlateError as exc:
+        log.warning("could not prune old claim records [db=%s, error=%s]", manifests.root, exc)
+    claim_compactions(compactions, epoch, clock=clock, timeout_s=timeout_s,
+                      committed=written.value.referenced_sst_ids())
+    log.info("compactor fenced [epoch=%d, manifest_id=%d]", epoch, written.id)
+    return CompactorClaim(epoch, written, verdicts[0] if verdicts else None, mine.marker)
+
+
+def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock,
+                      timeout_s: float, committed: Set[int] = frozenset(),
+                      ) -> Versioned[Compactions]:
+    """Write ``epoch`` into the compactions file, creating it if needed, and take over the
+    entries of the fenced coordinator (``committed``: SST ids the manifest references).
+
+    Raises:
+        FencedError: the file already carries ``epoch`` or a newer one from someone else.
+    """
+    if compactions.try_read_latest() is None:
+        try:
+            return compactions.write(1, take_over(None, epoch))
+        except ConflictError:
+            pass  # someone created it first: take over from their version
+
+    def claim(cur: Versioned[Compactions]) -> Compactions | None:
+        if cur.value.compactor_epoch == epoch:
+            return None  # our own write, whose response was lost
+        return take_over(cur.value, epoch, committed)
+
+    return update_versioned(compactions, _deadline(clock, timeout_s, "claim compactions", claim),
+                            clock=clock)
+
+
+def record_compaction(compactions: CompactionsStore, epoch: int, compaction: Compaction, *,
+                      clock: Clock, timeout_s: float) -> None:
+    """List ``compaction`` (Running) in the compactions file.
+
+    Raises:
+        FencedError: a newer compactor took over.
+    """
+    def add(cur: Versioned[Compactions]) -> Compactions | None:
+        if cur.value.compactor_epoch == epoch and cur.value.compaction(compaction.id) \
+                == compaction:
+            return None
+        return record(cur.value, epoch, compaction)
+
+    update_versioned(compactions, _deadline(clock, timeout_s, "record compaction", add),
+                     clock=clock)
+
+
+def mark_compaction(compactions: CompactionsStore, epoch: int, compaction_id: int,
+                    status: CompactionStatus, outputs: Sequence[SstHandle] | None = None, *,
+                    clock: Clock, timeout_s: float) -> None:
+    """Move our compaction to ``status`` (recording ``outputs`` when given).
+
+    Raises:
+        FencedError: a newer compactor took over.
+    """
+    def move(cur: Versioned[Compactions]) -> Compactions | None:
+        return finish(cur.value, epoch, compaction_id, status, outputs)
+
+    update_versioned(compactions, _deadline(clock, timeout_s, f"mark compaction {status.name}",
+                                            move), clock=clock)
+
+
+def mark_compaction_quietly(compactions: CompactionsStore, epoch: int, compaction_id: int,
+                            status: CompactionStatus, *, clock: Clock, timeout_s: float,
+                            outputs: Sequence[SstHandle] | None = None) -> bool:
+    """:func:`mark_compaction`, logging instead of raising (for cleanup paths)."""
+    try:
+        mark_compaction(compactions, epoch, compaction_id, status, outputs, clock=clock,
+                        timeout_s=timeout_s)
+        return True
+    except SlateError as exc:
+        log.warning("could not mark compaction %s [id=%d, error=%s]", status.name,
+                    compaction_id, exc)
+        return False
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    manifest: Versioned[Manifest]
+    rebases: int
+    marker: uuid.UUID
+
+
+def commit_manifest(
+    manifests: ManifestStore,
+    spec: CompactionSpec,
+    outputs: Sequence[SstHandle],
+    *,
+    epoch: int,
+    checkpoint_lifetime_s: float,
+    clock: Clock,
+    timeout_s: float,
+    marker: uuid.UUID | None = None,
+    drop_checkpoint: uuid.UUID | None = None,
+) -> CommitOutcome:
+    """Apply the compaction to the latest manifest with one CAS, rebasing on conflicts.
+
+    The CAS adds a checkpoint (id ``marker``) pinning the version the compaction was applied
+    to; finding that checkpoint (or our outputs) after a lost response means the commit
+    landed, so it is never applied twice.
+
+    Raises:
+        FencedError: another compactor took over (nothing committed).
+        SourcesChangedError: a source is gone (nothing committed).
+        ConflictError / UnavailableError: no commit within the retries/timeout.
+    """
+    marker = marker or uuid.uuid4()
+    output_ids = {h.id for h in outputs}
+    attempts = 0
+
+    def landed(m: Manifest) -> bool:
+        return is_committed(m, marker) or bool(output_ids & m.referenced_sst_ids())
+
+    def apply(cur: Versioned[Manifest]) -> Manifest | None:
+        nonlocal attempts
+        if landed(cur.value):
+            return None
+        check_compactor_epoch(cur.value, epoch)
+        check_writable_state(cur.value, "compaction commit")
+        attempts += 1
+        cp = new_checkpoint(cur.value, cur.id, now_s=clock.now_ms() / 1000.0,
+                            lifetime_s=checkpoint_lifetime_s, checkpoint_id=marker)
+        base = cur.value
+        if drop_checkpoint is not None:
+            base = remove_checkpoints(base, {drop_checkpoint}) or base
+        return apply_compaction(base, spec, outputs, epoch=epoch, checkpoint=cp)
+
+    result = update_versioned(manifests, _deadline(clock, timeout_s, "compaction commit", apply),
+                              clock=clock)
+    if not landed(result.value):  # pragma: no cover - update_versioned returned unwritten
+        raise ConflictError("compaction commit did not land")
+    log.info("compaction committed [manifest_id=%d, rebases=%d, outputs=%d]",
+             result.id, max(0, attempts - 1), len(outputs))
+    return CommitOutcome(result, max(0, attempts - 1), marker)

@@ -1,0 +1,165 @@
+"""Executing one compaction task (one key range): read, merge, retain, write. Spark-free.
+
+For every input view that overlaps the task's range, only the blocks that may hold keys of
+the range (and of the view's ``visible_range``) are fetched, in coalesced ranged gets of
+up to ``bytes_to_fetch`` with at most ``max_fetch_tasks`` fetches in flight per view, and
+decoded in those fetch threads. Rows outside the range are clipped at block granularity.
+Sources are merged in windows (:mod:`slatelib.core.window_merge`), retention applies per
+window (:mod:`slatelib.core.retention`), and the surviving rows go to output SSTs of about
+``max_sst_size`` (v2 blocks, bloom filter per ``min_filter_keys``, the configured codec,
+stats), cut only between windows so a key's versions never straddle two SSTs. A finished
+SST uploads in the background while the next one fills (at most one upload in flight).
+
+Memory is bounded by the blocks in flight (at most :data:`INPUT_BUFFER_BYTES` of stored
+input per task however many sources it merges), one window, and at most two output SSTs (one
+filling, one uploading) — not by the size of the range.
+
+Output SSTs get fresh ULIDs from the wall clock (never before ``task.min_ulid_ms``, the
+compaction id's time), so 0.17's GC never deletes them while the compaction is listed in
+``compactions/``. A failed or retried task leaves its uploaded SSTs unreferenced; GC
+removes them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import resource
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.core.merge import MergeOperator, as_merge_operator
+from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
+from slatelib.core.window_merge import merge_windows
+from slatelib.errors import InvalidArgumentError
+from slatelib.ids import UlidGenerator
+from slatelib.objstore import ObjectStore
+from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_rows
+from slatelib.ops.compaction.output import OutputWriter
+from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskMetrics
+
+log = logging.getLogger(__name__)
+
+
+def load_merge_operator(name: str | None) -> MergeOperator | None:
+    """A builtin merge operator by name (``"concat"``), or ``"package.module:attr"`` where
+    ``attr`` is an operator object, a class or factory returning one, or a function
+    ``f(key, existing, operand)``.
+
+    Raises:
+        InvalidArgumentError: an unknown name or an import that fails.
+    """
+    if name is None or not name.strip():
+        return None
+    if ":" not in name:
+        return as_merge_operator(name.strip())
+    module_name, _, attr = name.strip().partition(":")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgumentError(f"cannot load merge operator {name!r}: {exc}") from exc
+    if isinstance(obj, type):
+        obj = obj()
+    elif callable(obj) and not hasattr(obj, "merge"):
+        try:
+            candidate = obj()
+        except TypeError:
+            candidate = obj
+        obj = candidate if hasattr(candidate, "merge") else obj
+    return as_merge_operator(obj)
+
+
+INPUT_BUFFER_BYTES = 128 * 1024 * 1024
+"""Stored input bytes a task keeps in flight over all its sources (decoded rows take about
+2.5 times as much)."""
+MIN_FETCH_BYTES = 64 * 1024
+
+
+def input_buffers(sources: int, max_fetch_tasks: int, bytes_to_fetch: int) -> tuple[int, int]:
+    """``(prefetch, fetch_bytes)`` per source: ``max_fetch_tasks`` ranged gets of
+    ``bytes_to_fetch`` each (0.17's worker options), shrunk so that all sources together stay
+    within :data:`INPUT_BUFFER_BYTES` (a compaction of many L0s reads each more finely)."""
+    n = max(1, sources)
+    prefetch = max(1, min(max_fetch_tasks, INPUT_BUFFER_BYTES // (n * max(1, bytes_to_fetch))))
+    fetch = max(MIN_FETCH_BYTES, min(bytes_to_fetch, INPUT_BUFFER_BYTES // (n * prefetch)))
+    return prefetch, fetch
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process (executor Python worker) in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def execute_compaction_task(
+    task: CompactionTask,
+    *,
+    store: ObjectStore | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    fill_rows: int | None = None,
+) -> CompactionResult:
+    """Compact one key range and upload its output SSTs (see the module docstring).
+
+    ``store`` defaults to opening ``task.store`` (what executors do).
+
+    Raises:
+        CorruptObjectError / ChecksumMismatchError: an input block is damaged (the error
+            names the object and the block).
+        ObjectMissingError: an input SST is missing.
+        UnavailableError / StorageError: storage failures.
+        InvalidArgumentError: an unknown merge operator.
+    """
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    obj_store = store if store is not None else task.store.open()
+    policy = RetentionPolicy(
+        min_seq=task.retention_min_seq, bottom=task.bottom, clock_tick=task.clock_tick,
+        merge_operator=load_merge_operator(task.merge_operator),
+    )
+    stats = RetentionStats()
+    timer = ReadTimer()
+    prefetch, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks,
+                                          task.bytes_to_fetch)
+    threads = max(2, min(32, len(task.sources) * prefetch))
+    merge_s = 0.0
+    windows = 0
+    with ThreadPoolExecutor(threads, thread_name_prefix="compact-io") as pool, \
+            ThreadPoolExecutor(1, thread_name_prefix="compact-upload") as uploader:
+        sources = [views for views in open_inputs(task, obj_store, pool) if views]
+        ssts_in = sum(len(views) for views in sources)
+        bytes_in = sum(vi.bytes for views in sources for vi in views)
+        out = OutputWriter(obj_store, task, UlidGenerator(), clock, uploader)
+        try:
+            streams = [source_rows(obj_store, views, pool, prefetch=prefetch,
+                                   fetch_bytes=fetch_bytes, timer=timer)
+                       for views in sources]
+            merged = merge_windows(streams, **({"fill_rows": fill_rows} if fill_rows else {}))
+            while True:
+                t0 = time.perf_counter()
+                window = next(merged, None)
+                if window is None:
+                    break
+                kept = retain_window(window, policy, stats)
+                merge_s += time.perf_counter() - t0
+                windows += 1
+                if kept:
+                    out.add(kept)
+            outputs = out.close()
+        except BaseException:
+            out.abort()
+            raise
+    total = time.perf_counter() - started
+    read_s = timer.seconds
+    metrics = TaskMetrics(
+        rows_in=stats.rows_in, rows_out=stats.rows_out, bytes_in=bytes_in,
+        bytes_out=out.bytes_out, ssts_in=ssts_in, retention=stats.as_dict(),
+        read_s=round(read_s, 4), merge_s=round(max(0.0, merge_s - read_s), 4),
+        write_s=round(out.write_s, 4), total_s=round(total, 4),
+        cpu_s=round(time.process_time() - cpu_started, 4),
+        peak_rss_bytes=peak_rss_bytes(), windows=windows,
+    )
+    log.info("compaction task done [task=%s, rows_in=%d, rows_out=%d, ssts_out=%d, "
+             "seconds=%.3f]", task.label, stats.rows_in, stats.rows_out, len(outputs), total)
+    return CompactionResult(task.index, tuple(outputs), metrics)

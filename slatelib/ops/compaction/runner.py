@@ -1,0 +1,116 @@
+"""Running compaction tasks: the :class:`TaskRunner` protocol, the in-process
+:class:`ThreadTaskRunner`, :func:`run_compaction_task` (one task, failures as values: what
+a runner ships to its workers) and :func:`execute_tasks` (run, retry what failed
+transiently, collect the results in task order).
+
+A runner decides only *where* tasks run (threads here, Spark executors in
+``jobs/_compact_spark.py``); which tasks exist and what is committed is
+:mod:`slatelib.ops.compaction.run`'s business.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Protocol
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.errors import InvalidArgumentError
+from slatelib.objstore import ObjectStore
+from slatelib.ops.compaction.execute import execute_compaction_task
+from slatelib.ops.compaction.task import (
+    CompactionResult,
+    CompactionTask,
+    TaskFailure,
+    TaskOutcome,
+)
+
+__all__ = [
+    "TaskRunner",
+    "ThreadTaskRunner",
+    "execute_tasks",
+    "run_compaction_task",
+]
+
+log = logging.getLogger(__name__)
+
+
+def run_compaction_task(task: CompactionTask, *, store: ObjectStore | None = None,
+                        clock: Clock = SYSTEM_CLOCK) -> TaskOutcome:
+    """:func:`execute_compaction_task`, returning a failure as a :class:`TaskFailure` value
+    instead of raising (what runners ship to executors: Spark would lose the error type).
+
+    Raises:
+        nothing: every ``Exception`` becomes a :class:`TaskFailure` (a ``BaseException`` such
+        as ``KeyboardInterrupt`` still propagates).
+    """
+    try:
+        return execute_compaction_task(task, store=store, clock=clock)
+    except Exception as exc:  # every failure becomes a value; SimulatedCrash passes
+        log.warning("compaction task failed [task=%s, error=%s]", task.label, exc)
+        return TaskFailure.of(task.index, exc)
+
+
+class TaskRunner(Protocol):
+    """Runs tasks somewhere (threads, Spark executors) and returns one outcome per task, in
+    any order. It must not raise for a failing task: return a :class:`TaskFailure`."""
+
+    def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]: ...
+
+
+class ThreadTaskRunner:
+    """Runs tasks in a thread pool of this process (``slate compact``, tests)."""
+
+    def __init__(self, max_workers: int | None = None,
+                 task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task) -> None:
+        self.max_workers = max_workers or os.cpu_count() or 1
+        self.task_fn = task_fn
+
+    def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
+        if len(tasks) <= 1 or self.max_workers <= 1:
+            return [self.task_fn(t) for t in tasks]
+        with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
+                                thread_name_prefix="compact-task") as pool:
+            return list(pool.map(self.task_fn, tasks))
+
+
+def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
+                  max_attempts: int) -> tuple[list[CompactionResult], int]:
+    """Run ``tasks``, re-running the ones that failed transiently (new attempts write new
+    SSTs; a failed attempt's SSTs are never referenced). Returns the results in task order
+    and the number of task runs.
+
+    Raises:
+        SlateError: the first failure that is not transient, or that kept failing.
+    """
+    done: dict[int, CompactionResult] = {}
+    pending = list(tasks)
+    runs = 0
+    for attempt in range(1, max(1, max_attempts) + 1):
+        runs += len(pending)
+        outcomes = runner(pending)
+        failures: list[TaskFailure] = []
+        for o in outcomes:
+            if isinstance(o, TaskFailure):
+                failures.append(replace(o, attempt=attempt))
+            else:
+                done[o.index] = replace(o, attempt=attempt)
+        missing = {t.index for t in pending} - done.keys() - {f.index for f in failures}
+        if missing:
+            raise InvalidArgumentError(f"task runner returned no outcome for tasks "
+                                       f"{sorted(missing)}")
+        fatal = [f for f in failures if not f.retryable]
+        if fatal:
+            raise fatal[0].to_error()
+        if not failures:
+            break
+        if attempt == max(1, max_attempts):
+            raise failures[0].to_error()
+        log.warning("retrying failed compaction tasks [tasks=%s, attempt=%d]",
+                    sorted(f.index for f in failures), attempt + 1)
+        retry = {f.index for f in failures}
+        pending = [t for t in tasks if t.index in retry]
+    return [done[t.index] for t in tasks], runs

@@ -1,0 +1,176 @@
+"""The layer contract of docs/design.md, enforced: every import in slatelib/, jobs/ and
+airflow_dags/ (lazy ones inside functions included) goes in the documented direction, and
+no two slatelib modules import each other at module level.
+
+A new module joins the layer of its package (``slatelib/<package>/...``) or, at the top of
+``slatelib/``, the layer listed in :data:`LAYER_OF`. To change the contract, change
+docs/design.md and :data:`ALLOWED` together.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+BASE = "base"
+LAYER_OF = {  # top-level modules of slatelib/
+    "slatelib.errors": BASE, "slatelib.ids": BASE, "slatelib.paths": BASE,
+    "slatelib.clock": BASE, "slatelib.config": BASE, "slatelib.exit_codes": BASE,
+    "slatelib.flags": BASE, "slatelib.txn": "txn", "slatelib.reader": "reader",
+    "slatelib": "api",
+}
+
+ALLOWED: dict[str, set[str]] = {
+    BASE: {BASE},
+    "core": {BASE, "core"},
+    "format": {BASE, "core", "format"},
+    "objstore": {BASE, "objstore"},
+    "store": {BASE, "core", "format", "objstore", "store"},
+    "txn": {BASE, "core", "store"},
+    "reader": {BASE, "core", "format", "objstore", "store", "txn"},
+    "writer": {BASE, "core", "format", "objstore", "store", "txn", "writer"},
+    "ops": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops"},
+    "testing": {BASE, "core", "format", "objstore", "store", "testing"},
+    "cli": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
+            "cli"},
+    "api": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
+            "testing"},
+    "jobs": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
+             "api", "jobs"},
+    "airflow_dags": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> str | None:
+    """The layer of a module of this repository (None: a third-party module)."""
+    top = module.split(".")[0]
+    if top in ("jobs", "airflow_dags"):
+        return top
+    if top != "slatelib":
+        return None
+    for prefix in sorted(LAYER_OF, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            if prefix != "slatelib" or module == "slatelib":
+                return LAYER_OF[prefix]
+    return module.split(".")[1] if "." in module else "api"
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """``(line, imported module, at module level)`` of every import in ``path``;
+    ``from pkg import name`` yields ``pkg.name`` when that is a module of the repository."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top_level: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            top_level.add(id(node))
+        if isinstance(node, ast.Try):
+            top_level.update(id(n) for n in node.body if isinstance(n, ast.Import | ast.ImportFrom))
+    checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                and _type_checking(node) for n in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in checking:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, id(node) in top_level
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                is_module = any((REPO / Path(*sub.split("."))).with_suffix(".py").exists()
+                                or (REPO / Path(*sub.split(".")) / "__init__.py").exists()
+                                for _ in [0])
+                yield node.lineno, sub if is_module else node.module, id(node) in top_level
+
+
+def sources() -> list[Path]:
+    out: list[Path] = []
+    for root in ("slatelib", "jobs", "airflow_dags"):
+        out += sorted((REPO / root).rglob("*.py"))
+    return out
+
+
+def test_every_import_goes_in_the_documented_direction() -> None:
+    bad = []
+    for path in sources():
+        src = layer(module_name(path))
+        assert src in ALLOWED, f"{path}: layer {src!r} is not in the contract"
+        for line, target, _ in imports(path):
+            dst = layer(target)
+            if dst is not None and dst not in ALLOWED[src]:
+                bad.append(f"{path.relative_to(REPO)}:{line}: {src} -> {dst} ({target})")
+    assert bad == [], "imports against the layer contract (docs/design.md):\n" + "\n".join(bad)
+
+
+def test_no_two_slatelib_modules_import_each_other_at_module_level() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in sources():
+        mod = module_name(path)
+        if not mod.startswith("slatelib"):
+            continue
+        graph[mod] = {t for _, t, top in imports(path) if top and t.startswith("slatelib")
+                      and t != mod and not mod.startswith(t + ".")}
+    cycles = _cycles(graph)
+    assert cycles == [], f"module-level import cycles: {cycles}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_contract_catches_a_forbidden_import(tmp_path: Path) -> None:
+    """The checker itself: a core module importing the object store is reported."""
+    assert layer("slatelib.core.manifest") == "core"
+    assert layer("slatelib.objstore.url") == "objstore"
+    assert layer("slatelib.errors") == BASE and layer("jobs.gc") == "jobs"
+    assert "objstore" not in ALLOWED["core"] and "cli" not in ALLOWED["jobs"]
+    assert "reader" not in ALLOWED["writer"] and "writer" not in ALLOWED["reader"]
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
