@@ -6,46 +6,5 @@ new code imports from :mod:`slatelib.ops.compaction`. Re-exports only, no logic.
 
 from __future__ import annotations
 
-from slatelib.ops.compaction import (
-    CompactionJob,
-    CompactionReport,
-    CompactionResult,
-    CompactionSpec,
-    CompactionTask,
-    PlanOptions,
-    Policy,
-    SourceId,
-    TaskFailure,
-    TaskOutcome,
-    TaskRunner,
-    ThreadTaskRunner,
-    commit_compaction,
-    execute_compaction_task,
-    execute_tasks,
-    plan_compaction,
-    plan_options,
-    run_compaction,
-    run_compaction_task,
-)
-
-__all__ = [
-    "CompactionJob",
-    "CompactionReport",
-    "CompactionResult",
-    "CompactionSpec",
-    "CompactionTask",
-    "PlanOptions",
-    "Policy",
-    "SourceId",
-    "TaskFailure",
-    "TaskOutcome",
-    "TaskRunner",
-    "ThreadTaskRunner",
-    "commit_compaction",
-    "execute_compaction_task",
-    "execute_tasks",
-    "plan_compaction",
-    "plan_options",
-    "run_compaction",
-    "run_compaction_task",
-]
+from slatelib.ops.compaction import *  # noqa: F403 - the alias re-exports the package API
+from slatelib.ops.compaction import __all__ as __all__
