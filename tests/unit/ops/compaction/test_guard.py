@@ -236,3 +236,13 @@ def test_an_unsafe_external_path_is_refused_before_the_fence(
     with pytest.raises(CorruptObjectError, match="external"):
         run_compaction(ROOT, store, settings=settings())
     assert snapshot(store) == before
+
+
+def test_a_hard_destroy_also_removes_our_claim_records(store: ObjectStore) -> None:
+    from slatelib.ops.destroy import destroy
+
+    fill(store)
+    run_compaction(ROOT, store, settings=settings())
+    assert list(store.list(DbPaths(ROOT).claims_dir))
+    destroy(ROOT, store, soft=False, clock=FakeClock(now_ms=10**13))
+    assert list(store.list(DbPaths(ROOT).claims_dir)) == []
