@@ -27,37 +27,30 @@ def check_writer_epoch(manifest: Manifest, epoch: int) -> None:
             f"ours ({epoch})")
 
 
-def check_compactor_epoch(manifest: Manifest, epoch: int) -> None:
-    """Raise unless ``epoch`` is still the manifest's compactor epoch.
+def _check_owned(stored: int, ours: int, where: str) -> None:
+    """Raise unless ``ours`` is the compactor epoch stored ``where``.
 
     Raises:
         FencedError: a newer compactor took over.
-        InvalidDbStateError: the manifest's epoch went backwards.
+        InvalidDbStateError: the stored epoch is below ours (it went backwards).
     """
-    if manifest.compactor_epoch > epoch:
-        raise FencedError(
-            f"fenced: compactor epoch {manifest.compactor_epoch} in the manifest is newer "
-            f"than ours ({epoch})")
-    if manifest.compactor_epoch < epoch:
-        raise InvalidDbStateError(
-            f"compactor epoch went backwards: manifest has {manifest.compactor_epoch}, "
-            f"we claimed {epoch}")
+    if stored > ours:
+        raise FencedError(f"fenced: compactor epoch {stored} in {where} is newer than ours "
+                          f"({ours})")
+    if stored < ours:
+        raise InvalidDbStateError(f"compactor epoch in {where} went backwards: {stored} is "
+                                  f"below ours ({ours})")
+
+
+def check_compactor_epoch(manifest: Manifest, epoch: int) -> None:
+    """Raise unless ``epoch`` is still the manifest's compactor epoch (see
+    :func:`_check_owned`)."""
+    _check_owned(manifest.compactor_epoch, epoch, "the manifest")
 
 
 def check_compactions_epoch(state: Compactions, epoch: int) -> None:
-    """Raise unless ``epoch`` owns the compactions file.
-
-    Raises:
-        FencedError: a newer compactor wrote it.
-        InvalidDbStateError: the file's epoch is below ours (it went backwards).
-    """
-    if state.compactor_epoch > epoch:
-        raise FencedError(
-            f"fenced: compactor epoch {state.compactor_epoch} in the compactions file is "
-            f"newer than ours ({epoch})")
-    if state.compactor_epoch < epoch:
-        raise InvalidDbStateError(
-            f"compactions file epoch {state.compactor_epoch} is below ours ({epoch})")
+    """Raise unless ``epoch`` owns the compactions file (see :func:`_check_owned`)."""
+    _check_owned(state.compactor_epoch, epoch, "the compactions file")
 
 
 def check_compactions_claimable(state: Compactions, epoch: int) -> None:

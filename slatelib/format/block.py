@@ -36,7 +36,7 @@ from slatelib.core.row import (
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.format import bloom
 from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE  # re-export
-from slatelib.format.block_layout import U16_MAX
+from slatelib.format.block_layout import U16_MAX, with_offsets_trailer
 from slatelib.format.block_layout import common_prefix_len as common_prefix_len  # re-export
 from slatelib.format.block_layout import row_flags as row_flags  # re-export (moved)
 from slatelib.format.block_v1 import BlockBuilderV1 as BlockBuilderV1  # re-export (moved)
@@ -129,11 +129,7 @@ class BlockBuilderV2:
     def finish(self) -> bytes:
         if not self._count:
             raise InvalidArgumentError("cannot build an empty block")
-        out = self._data
-        for r in self._restarts:
-            out += r.to_bytes(2, "big")
-        out += len(self._restarts).to_bytes(2, "big")
-        return bytes(out)
+        return with_offsets_trailer(self._data, self._restarts)
 
 
 def encode_block_v2(rows: Iterable[Row]) -> bytes:

@@ -54,3 +54,19 @@ def common_prefix_len(a: bytes, b: bytes) -> int:
         else:
             hi = mid
     return lo
+
+
+def with_offsets_trailer(data: bytearray, offsets: list[int]) -> bytes:
+    """``data`` followed by the u16 BE offsets and their u16 BE count, as both block
+    versions end (format §7.4).
+
+    Raises:
+        InvalidArgumentError: no offsets (an empty block).
+    """
+    if not offsets:
+        raise InvalidArgumentError("cannot build an empty block")
+    out = bytearray(data)
+    for o in offsets:
+        out += o.to_bytes(2, "big")
+    out += len(offsets).to_bytes(2, "big")
+    return bytes(out)

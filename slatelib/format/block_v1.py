@@ -30,7 +30,13 @@ from slatelib.core.row import (
     Row,
 )
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
-from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE, U16_MAX, common_prefix_len, row_flags
+from slatelib.format.block_layout import (
+    DEFAULT_BLOCK_SIZE,
+    U16_MAX,
+    common_prefix_len,
+    row_flags,
+    with_offsets_trailer,
+)
 from slatelib.format.native import native_block_decoder, speedups
 
 _unpack_qb = struct.Struct(">QB").unpack_from
@@ -91,13 +97,7 @@ class BlockBuilderV1:
         return True
 
     def finish(self) -> bytes:
-        if not self._offsets:
-            raise InvalidArgumentError("cannot build an empty block")
-        out = self._data
-        for o in self._offsets:
-            out += o.to_bytes(2, "big")
-        out += len(self._offsets).to_bytes(2, "big")
-        return bytes(out)
+        return with_offsets_trailer(self._data, self._offsets)
 
 
 def decode_block_v1_py(data: bytes) -> list[Row]:

@@ -19,14 +19,14 @@ from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compactions import Compactions
 from slatelib.core.compactor_claim import Activity, ClaimVerdict
 from slatelib.core.manifest import Manifest
-from slatelib.errors import ObjectMissingError, SlateError
+from slatelib.errors import SlateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.plan_io import DbState, input_views
 from slatelib.store.claim_store import ClaimStore, judge_manifest
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_reader import SstReader
+from slatelib.store.sst_reader import BlockCache, SstReader
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
 
@@ -38,7 +38,7 @@ SOURCE_CHECK_THREADS = 16
 def _age_s(store: ObjectStore, path: str, now_ms: int) -> float | None:
     try:
         return max(0.0, (now_ms - store.head(path).last_modified_ms) / 1000.0)
-    except (ObjectMissingError, SlateError):
+    except SlateError:  # missing or unreadable: unknown
         return None
 
 
@@ -81,9 +81,9 @@ def judge_compactor(store: ObjectStore, root: str, state: DbState, clock: Clock,
 
 def check_sources(store: ObjectStore, root: str, manifest: Manifest,
                   specs: Sequence[CompactionSpec], *, threads: int = SOURCE_CHECK_THREADS,
-                  ) -> int:
+                  cache: BlockCache | None = None) -> int:
     """Read the index and bloom filter of every input SST of ``specs``. Returns how many
-    SSTs were checked.
+    SSTs were checked. The indexes land in ``cache`` (when given) for the range split.
 
     Raises:
         CorruptObjectError: an unsafe ``external_dbs`` path, or damaged SST metadata
@@ -96,7 +96,7 @@ def check_sources(store: ObjectStore, root: str, manifest: Manifest,
 
     def check(path: str) -> None:
         tv = views[path]
-        reader = SstReader(store, path, tv.handle)
+        reader = SstReader(store, path, tv.handle, cache=cache)
         reader.index()
         reader.bloom_filter()
 

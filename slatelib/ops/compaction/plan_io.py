@@ -36,7 +36,7 @@ from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_reader import SstReader
+from slatelib.store.sst_reader import BlockCache, SstReader
 from slatelib.store.table_store import TableStore
 
 
@@ -86,9 +86,10 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
     return out
 
 
-def _fine_anchors(store: ObjectStore, iv: InputView) -> list[Anchor]:
+def _fine_anchors(store: ObjectStore, iv: InputView, cache: BlockCache | None,
+                  ) -> list[Anchor]:
     handle = iv.task_view.handle
-    index = SstReader(store, iv.task_view.path, handle).index()
+    index = SstReader(store, iv.task_view.path, handle, cache=cache).index()
     info = handle.info
     return block_anchors(index.first_keys, index.offsets, info.filter_offset,
                          info.first_entry or b"", iv.effective)
@@ -103,8 +104,12 @@ def split_ranges(
     min_range_bytes: int,
     tasks_per_slot: int = 1,
     io_threads: int = 16,
+    cache: BlockCache | None = None,
 ) -> list[BytesRange]:
     """Key ranges of balanced input bytes for ``views`` (see :mod:`slatelib.core.range_split`).
+
+    ``cache`` holds indexes already read (by the checks before the fence), so that none is
+    read twice.
 
     Raises:
         CorruptObjectError / ChecksumMismatchError: an unreadable SST index.
@@ -116,24 +121,24 @@ def split_ranges(
         return [BytesRange.all()]
     limit = total / count / COARSE_FRACTION
     fine = {i for i, v in enumerate(views) if v.l0 or v.size > limit}
-    anchors = _anchors(store, views, fine, io_threads)
+    anchors = _anchors(store, views, fine, io_threads, cache)
     ranges = split_by_weight(anchors, count)
     hot = hot_ranges(ranges, anchors, count)
     if hot:
         refine = {i for i, v in enumerate(views) if i not in fine
                   and any(overlaps(v.effective, ranges[h]) for h in hot)}
         if refine:
-            anchors = _anchors(store, views, fine | refine, io_threads)
+            anchors = _anchors(store, views, fine | refine, io_threads, cache)
             ranges = split_by_weight(anchors, count)
     return ranges
 
 
 def _anchors(store: ObjectStore, views: Sequence[InputView], fine: set[int],
-             io_threads: int) -> list[Anchor]:
+             io_threads: int, cache: BlockCache | None) -> list[Anchor]:
     out = [view_anchor(v.effective, v.size) for i, v in enumerate(views) if i not in fine]
     if fine:
         with ThreadPoolExecutor(max(1, min(io_threads, len(fine)))) as pool:
-            for got in pool.map(lambda i: _fine_anchors(store, views[i]), sorted(fine)):
+            for got in pool.map(lambda i: _fine_anchors(store, views[i], cache), sorted(fine)):
                 out.extend(got)
     return out
 

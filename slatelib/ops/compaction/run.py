@@ -77,6 +77,7 @@ from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_options import sst_writer_options
+from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 
 __all__ = [
@@ -160,6 +161,10 @@ def plan_options(settings: Settings, policy: str | None,
     ))
 
 
+METADATA_CACHE_BYTES = 256 << 20
+"""Bound of the driver's cache of input SST indexes and filters (one compaction's worth)."""
+
+
 @dataclass
 class _Run:
     """What one :func:`run_compaction` call works with."""
@@ -175,6 +180,8 @@ class _Run:
     takeover: bool = False
     started: float = field(default_factory=time.perf_counter)
     timing: dict[str, float] = field(default_factory=dict)
+    cache: BlockCache = field(default_factory=lambda: BlockCache(METADATA_CACHE_BYTES))
+    """SST indexes and filters read before the fence, reused by the range split."""
 
     @property
     def cs(self) -> CompactionSettings:
@@ -193,7 +200,7 @@ class _Run:
               ) -> tuple[list[InputView], list[BytesRange]]:
         views = input_views(spec, manifest, TableStore(self.store, self.root))
         cs = self.cs
-        ranges = split_ranges(self.store, views, parallelism=self.slots,
+        ranges = split_ranges(self.store, views, parallelism=self.slots, cache=self.cache,
                               max_sst_size=cs.max_sst_size, min_range_bytes=cs.min_range_bytes,
                               tasks_per_slot=cs.tasks_per_slot)
         return views, ranges
@@ -213,7 +220,7 @@ class _Run:
     def check(self, spec: CompactionSpec, manifest: Manifest) -> None:
         """Every input SST's metadata, before the first write."""
         t = time.perf_counter()
-        check_sources(self.store, self.root, manifest, [spec])
+        check_sources(self.store, self.root, manifest, [spec], cache=self.cache)
         self.lap("check", t)
 
     def start(self, checked: CompactionSpec) -> tuple[CompactionJob, Manifest] | None:
@@ -226,7 +233,7 @@ class _Run:
             self.lap("fence", t)
             return None
         if spec != checked:  # the writer added sources meanwhile: check those too
-            check_sources(self.store, self.root, state.manifest.value, [spec])
+            check_sources(self.store, self.root, state.manifest.value, [spec], cache=self.cache)
         now = self.clock.now_ms()
         ids = UlidGenerator()
         compaction_id = ids.new(now)

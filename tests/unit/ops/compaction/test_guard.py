@@ -246,3 +246,23 @@ def test_a_hard_destroy_also_removes_our_claim_records(store: ObjectStore) -> No
     assert list(store.list(DbPaths(ROOT).claims_dir))
     destroy(ROOT, store, soft=False, clock=FakeClock(now_ms=10**13))
     assert list(store.list(DbPaths(ROOT).claims_dir)) == []
+
+
+def test_each_input_index_is_read_once_by_the_checks_and_the_split(store: ObjectStore) -> None:
+    fill(store, l0s=4)
+    m = manifest(store)
+    index_at = {DbPaths(ROOT).compacted(v.sst_id): m.sst(v.sst_id).info.index_offset
+                for v in m.l0}
+    logged = FlakyObjectStore(store)
+    reads: list[tuple[str, int]] = []
+    inner_get_range = logged.get_range
+
+    def get_range(path: str, start: int, end: int) -> bytes:
+        reads.append((path, start))
+        return inner_get_range(path, start, end)
+
+    logged.get_range = get_range  # type: ignore[method-assign]
+    report = run_compaction(ROOT, logged, settings=settings(), parallelism=2)
+    assert report.status == "committed" and len(report.ranges) > 1
+    for path, offset in index_at.items():
+        assert reads.count((path, offset)) == 1, (path, reads)
