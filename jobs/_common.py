@@ -49,13 +49,16 @@ class DbTarget:
     name: str
 
 
-def add_common_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", action="append", default=[], metavar="URL",
-                   help="database URL (repeatable), e.g. s3://bucket/tenants/a/db")
-    p.add_argument("--dbs-file", metavar="FILE",
-                   help="file with one database URL per line (# comments allowed)")
-    p.add_argument("--discover", metavar="PREFIX_URL",
-                   help="every database under this prefix URL, e.g. s3://bucket/tenants/")
+def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
+    """The options every job takes; ``selection``: also ``--db``/``--dbs-file``/
+    ``--discover`` (a job that names its databases otherwise leaves them out)."""
+    if selection:
+        p.add_argument("--db", action="append", default=[], metavar="URL",
+                       help="database URL (repeatable), e.g. s3://bucket/tenants/a/db")
+        p.add_argument("--dbs-file", metavar="FILE",
+                       help="file with one database URL per line (# comments allowed)")
+        p.add_argument("--discover", metavar="PREFIX_URL",
+                       help="every database under this prefix URL, e.g. s3://bucket/tenants/")
     p.add_argument("--store-root", metavar="URL",
                    help="root of the object store the databases were created in, when it is "
                         "not the bucket (or / for file://): clones name their parents "

@@ -29,7 +29,9 @@ _EXPORTS: dict[str, str] = {
     "list_checkpoints": "slatelib.ops.checkpoint",
     "refresh_checkpoint": "slatelib.ops.checkpoint",
     "CloneReport": "slatelib.ops.clone",
+    "CloneSource": "slatelib.ops.clone",
     "create_clone": "slatelib.ops.clone",
+    "create_clone_from_sources": "slatelib.ops.clone",
     "DestroyReport": "slatelib.ops.destroy",
     "destroy": "slatelib.ops.destroy",
 }
@@ -47,6 +49,7 @@ __all__ = [
     "BulkLoadReport",
     "ChecksumMismatchError",
     "CloneReport",
+    "CloneSource",
     "CommitStateUnknownError",
     "ConcatMergeOperator",
     "ConflictError",
@@ -76,6 +79,7 @@ __all__ = [
     "bulk_load",
     "create_checkpoint",
     "create_clone",
+    "create_clone_from_sources",
     "delete_checkpoint",
     "destroy",
     "list_checkpoints",
@@ -130,7 +134,12 @@ if TYPE_CHECKING:
         list_checkpoints,
         refresh_checkpoint,
     )
-    from slatelib.ops.clone import CloneReport, create_clone
+    from slatelib.ops.clone import (
+        CloneReport,
+        CloneSource,
+        create_clone,
+        create_clone_from_sources,
+    )
     from slatelib.ops.destroy import DestroyReport, destroy
     from slatelib.reader import DbReader
     from slatelib.writer import NO_EXPIRY, Db, WriteBatch

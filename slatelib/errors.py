@@ -18,7 +18,8 @@ Only the kinds are API; message text is not. Each kind tells the caller what to 
     │   ├── AlreadyExistsError    a create-if-absent put found the object there
     │   └── FencedError           a newer writer/compactor epoch exists: stop, never retry
     ├── InvalidDbStateError       the database is not in a state that allows this operation
-    │   └── CompactorActiveError  another compactor may be running: compaction will not fence it
+    │   ├── CompactorActiveError  another compactor may be running: compaction will not fence it
+    │   └── WriterActiveError     a writer may be live: a rescale will not clone (or fence) it
     ├── UnavailableError          transient storage or network fault: back off and retry
     ├── StorageError              non-transient storage failure (permission, unsupported op)
     ├── CommitStateUnknownError   outcome unknown: re-read before any cleanup
@@ -147,6 +148,12 @@ class CompactorActiveError(InvalidDbStateError):
     on the database, and fencing it would stop it (an embedded compactor's whole ``Db`` with
     it). Compaction refuses before its first write; ``--takeover`` overrides once the other
     compactor is turned off."""
+
+
+class WriterActiveError(InvalidDbStateError):
+    """A source's writer may be live (recent WAL or manifest writes, an unexpired slatelib
+    writer checkpoint): a rescale would miss every write after its checkpoint. Refused
+    before the first write; ``--fence-source`` or ``--allow-live-source`` override."""
 
 
 class UnavailableError(SlateError):

@@ -21,6 +21,8 @@ SLATELIB_DIR = "slatelib"
 """slatelib's own objects inside a database root (0.17 never lists it)."""
 CLAIMS_DIR = "slatelib/claims"
 """Compactor claim records (:mod:`slatelib.core.compactor_claim`)."""
+RESCALE_DIR = "slatelib/rescale"
+"""Rescale job records (:mod:`slatelib.core.rescale_plan`)."""
 MANIFEST_EXT = "manifest"
 COMPACTIONS_EXT = "compactions"
 SST_EXT = "sst"
@@ -129,6 +131,10 @@ class DbPaths:
     @property
     def claims_dir(self) -> str:
         return self._dir(CLAIMS_DIR)
+
+    @property
+    def rescale_dir(self) -> str:
+        return self._dir(RESCALE_DIR)
 
     def claim(self, epoch: int, run_id: str) -> str:
         return f"{self.claims_dir}/{format_id(epoch)}.{run_id}.json"

@@ -6,8 +6,26 @@ They follow design doc 'checkpoints and clones' (docs/design.md).
     refresh-checkpoint --id UUID [--lifetime ...]
     delete-checkpoint --id UUID
     list-checkpoints [--name NAME]
-    clone --parent PATH [--checkpoint UUID]      (the clone is the --db / --path database)
+    clone --parent PATH [--checkpoint UUID] [--dry-run]   (the clone is the --db / --path database)
+    clone --source SPEC [--source SPEC ...] [--dry-run]
     destroy [--hard]
+
+A clone ``--source`` SPEC is ``PATH[@CHECKPOINT][:START..END]``:
+
+- ``PATH``: the source database's root in the same store (paths cannot hold ``:``);
+- ``@CHECKPOINT``: the checkpoint UUID to clone from (default: a new 5-minute ephemeral
+  checkpoint of its latest manifest); the last ``@`` starts it, so a path containing ``@``
+  ends with a bare ``@`` when no checkpoint is given (``a@b@``);
+- ``:START..END``: keep only the keys in ``[START, END)``; an empty START or END is
+  unbounded (``:..m``, ``:m..``). Keys are plain text (UTF-8), or ``hex:`` and hex digits for
+  any bytes (``hex:00ff..hex:0100``); write a key that contains ``..`` or starts with
+  ``hex:`` in hex. Without ``:START..END`` the source is not projected (``PATH:..`` projects to
+  every key, which sets a visible range on each view, as SlateDB 0.17 does).
+
+Several ``--source`` make a union: their key ranges (of the data each keeps) must be
+disjoint; adjacent half-open ranges are fine. ``--dry-run`` checks everything, writes
+nothing, and prints the manifest 1 it would write as ``slate manifest`` does (the ephemeral
+checkpoints it would create show as the nil UUID); on a finished clone it prints the report.
 """
 
 from __future__ import annotations
@@ -16,14 +34,18 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-from slatelib.cli.render import render_checkpoint
+from slatelib.cli.render import render_checkpoint, render_manifest, render_range
+from slatelib.core.clone_plan import CloneSource
+from slatelib.core.ranges import BytesRange
+from slatelib.errors import InvalidArgumentError
+from slatelib.ids import parse_uuid
 from slatelib.ops.checkpoint import (
     create_checkpoint,
     delete_checkpoint,
     list_checkpoints,
     refresh_checkpoint,
 )
-from slatelib.ops.clone import create_clone
+from slatelib.ops.clone import CloneReport, create_clone_from_sources
 from slatelib.ops.destroy import destroy
 
 if TYPE_CHECKING:
@@ -57,13 +79,87 @@ def cmd_list_checkpoints(ctx: Context) -> None:
     ctx.emit([render_checkpoint(c) for c in cps])
 
 
-def cmd_clone(ctx: Context) -> None:
-    r = create_clone(ctx.db_path, ctx.args.parent, ctx.store, ctx.args.checkpoint)
-    ctx.emit({
+def parse_key(text: str, *, what: str = "key") -> bytes:
+    """A key as a person types it: plain text (UTF-8), or ``hex:`` and hex digits.
+
+    Raises:
+        InvalidArgumentError: bad hex, or an empty ``hex:`` key.
+    """
+    if not text.startswith("hex:"):
+        return text.encode("utf-8")
+    digits = text[len("hex:"):]
+    try:
+        key = bytes.fromhex(digits)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} {text!r}: not hex digits after 'hex:'") from None
+    if not key:
+        raise InvalidArgumentError(f"{what} {text!r} is empty (leave it out for unbounded)")
+    return key
+
+
+def parse_source_spec(text: str) -> CloneSource:
+    """``PATH[@CHECKPOINT][:START..END]`` (module docstring) as a clone source.
+
+    Raises:
+        InvalidArgumentError: naming what is wrong.
+    """
+    where, colon, rng = text.partition(":")
+    path, at, cp = where.rpartition("@")
+    if not at:
+        path, cp = where, ""
+    checkpoint = parse_uuid(cp) if cp else None
+    if not path:
+        raise InvalidArgumentError(f"clone source {text!r} has no path")
+    if not colon:
+        return CloneSource(path, checkpoint)
+    cuts = [i for i in range(len(rng) - 1) if rng.startswith("..", i)]
+    if len(cuts) != 1:
+        raise InvalidArgumentError(
+            f"clone source {text!r}: the range after ':' must be START..END with exactly one "
+            "'..' (write keys that contain '.' next to the '..' in hex: hex:6162)")
+    start, end = rng[:cuts[0]], rng[cuts[0] + 2:]
+    projection = BytesRange.half_open(
+        parse_key(start, what="start key") if start else None,
+        parse_key(end, what="end key") if end else None)
+    return CloneSource(path, checkpoint, projection)
+
+
+def _source_spec(text: str) -> CloneSource:
+    try:
+        return parse_source_spec(text)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def render_clone_report(r: CloneReport) -> dict[str, Any]:
+    return {
         "clone_path": r.clone_path, "parent_path": r.parent_path,
         "source_checkpoint_id": str(r.source_checkpoint_id), "manifest_id": r.manifest_id,
         "wal_ssts_copied": r.wal_ssts_copied, "created": r.created,
-    })
+        "sources": [{"path": s.path, "checkpoint": None if s.checkpoint is None
+                     else str(s.checkpoint), "projection": render_range(s.projection)}
+                    for s in r.sources],
+        "dry_run": r.dry_run,
+    }
+
+
+def cmd_clone(ctx: Context) -> None:
+    a = ctx.args
+    if a.sources is None:
+        if a.parent is None:
+            raise InvalidArgumentError("clone needs --parent PATH or one or more --source SPEC")
+        checkpoint = None if a.checkpoint is None else parse_uuid(a.checkpoint)
+        sources = [CloneSource(a.parent, checkpoint)]
+    elif a.checkpoint is not None:
+        raise InvalidArgumentError(
+            "--checkpoint goes with --parent; with --source write PATH@CHECKPOINT")
+    else:
+        sources = a.sources
+    r = create_clone_from_sources(ctx.db_path, sources, ctx.store, dry_run=a.dry_run)
+    if r.planned_manifest is not None:
+        ctx.emit(render_manifest(r.planned_manifest, r.manifest_id or 1))
+    else:
+        ctx.emit(render_clone_report(r))
 
 
 def cmd_destroy(ctx: Context) -> None:
@@ -111,11 +207,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-n", "--name", help="only checkpoints with exactly this name")
     p.set_defaults(func=cmd_list_checkpoints)
 
-    p = sub.add_parser("clone", help="create the --db/--path database as a clone of --parent")
-    p.add_argument("--parent", required=True, metavar="PATH",
-                   help="path of the parent database in the same store")
+    p = sub.add_parser(
+        "clone", help="create the --db/--path database as a clone of --parent, or of the "
+                      "union of --source PATH[@CHECKPOINT][:START..END] (each projected)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--parent", metavar="PATH",
+                       help="path of the parent database in the same store (a full clone)")
+    which.add_argument("--source", dest="sources", action="append", type=_source_spec,
+                       metavar="SPEC",
+                       help="a source PATH[@CHECKPOINT][:START..END], repeatable (a union); "
+                            "START/END are plain text or hex:..., empty = unbounded, END "
+                            "excluded")
     p.add_argument("--checkpoint", metavar="UUID",
-                   help="clone from this parent checkpoint (default: a new 5-minute one)")
+                   help="with --parent: clone from this parent checkpoint (default: a new "
+                        "5-minute one)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check everything, write nothing, print the manifest the clone would "
+                        "start from")
     p.set_defaults(func=cmd_clone)
 
     p = sub.add_parser("destroy", help="destroy the database (soft unless --hard)")

@@ -271,7 +271,7 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
 
 def _dirs(paths: DbPaths) -> tuple[str, ...]:
     return (paths.manifest_dir, paths.wal_dir, paths.compacted_dir, paths.compactions_dir,
-            paths.gc_dir, paths.claims_dir)
+            paths.gc_dir, paths.claims_dir, paths.rescale_dir)
 
 
 def _exists(store: ObjectStore, path: str) -> bool:

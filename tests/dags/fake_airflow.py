@@ -34,6 +34,19 @@ class FakeDag:
         FakeDag.current = None
 
 
+class FakeParam:
+    """``Param(default, **schema)``: a typed param (Airflow validates it; this keeps it)."""
+
+    def __init__(self, default: Any = None, **schema: Any) -> None:
+        self.value = default
+        self.schema = schema
+
+
+def param_values(params: dict[str, Any]) -> dict[str, Any]:
+    """The params' values as the templates see them (a ``Param`` by its default)."""
+    return {k: v.value if isinstance(v, FakeParam) else v for k, v in params.items()}
+
+
 class FakeBash:
     def __init__(self, *, task_id: str, bash_command: str, **kwargs: Any) -> None:
         self.task_id = task_id
@@ -50,7 +63,10 @@ def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
     airflow.DAG = FakeDag  # type: ignore[attr-defined]
     bash = types.ModuleType("airflow.providers.standard.operators.bash")
     bash.BashOperator = FakeBash  # type: ignore[attr-defined]
-    for name, mod in {"airflow": airflow, "airflow.providers": types.ModuleType("p"),
+    sdk = types.ModuleType("airflow.sdk")
+    sdk.Param = FakeParam  # type: ignore[attr-defined]
+    for name, mod in {"airflow": airflow, "airflow.sdk": sdk,
+                      "airflow.providers": types.ModuleType("p"),
                       "airflow.providers.standard": types.ModuleType("s"),
                       "airflow.providers.standard.operators": types.ModuleType("o"),
                       "airflow.providers.standard.operators.bash": bash}.items():
@@ -69,7 +85,7 @@ def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
 
 def render(dag: FakeDag, job: str, **overrides: Any) -> list[str]:
     """The job's arguments in the command the DAG's only task renders (Jinja, as Airflow)."""
-    params = {**dag.kwargs["params"], **overrides}
+    params = {**param_values(dag.kwargs["params"]), **overrides}
     text = jinja2.Template(dag.tasks[0].bash_command).render(params=params, ts_nodash=TS_NODASH)
     argv = shlex.split(text.replace("\\\n", " "))
     return argv[argv.index(job) + 1:]

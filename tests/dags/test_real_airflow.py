@@ -1,4 +1,4 @@
-"""Both DAGs loaded by real Apache Airflow (2.10.5, in its own venv ``.venv-airflow`` that
+"""The DAGs loaded by real Apache Airflow (2.10.5, in its own venv ``.venv-airflow`` that
 ``make test`` builds from ``tests/dags/airflow-requirements.txt``): a DagBag without
 import errors, the schedule and limits as Airflow reads them, and the commands rendered by
 Airflow's own template engine from the DAG params plus run-conf overrides, parsed by the
@@ -21,6 +21,7 @@ import pytest
 
 from jobs.compact import build_parser as compact_parser
 from jobs.gc import build_parser as gc_parser
+from jobs.rescale import build_parser as rescale_parser
 
 pytestmark = pytest.mark.dags
 
@@ -93,12 +94,17 @@ def bag() -> dict[str, Any]:
                 "store_root": "s3://b"}],
         "compaction": [{}, {"dbs_file": "/etc/slatelib/dbs.txt", "policy": "full",
                             "parallelism": "16", "dry_run": True}],
+        "rescale": [{"db": "s3://b/db", "to": "s3://b/db-{i}"},
+                    {"db": "s3://b/db", "into": 3, "at": "k1,it's", "to": "s3://b/db-{i}",
+                     "dry_run": False, "fence_source": True, "parallelism": 4},
+                    {"command": "merge", "sources": ["s3://b/db-0", "s3://b/db-1"],
+                     "to": "s3://b/db", "dry_run": False}],
     })
 
 
-def test_airflow_loads_both_dags_without_import_errors(bag: dict[str, Any]) -> None:
+def test_airflow_loads_every_dag_without_import_errors(bag: dict[str, Any]) -> None:
     assert bag["import_errors"] == {}
-    assert bag["dag_ids"] == ["compaction", "gc"]
+    assert bag["dag_ids"] == ["compaction", "gc", "rescale"]
 
 
 def test_schedules_and_limits_are_what_airflow_reads(bag: dict[str, Any]) -> None:
@@ -134,3 +140,20 @@ def test_compaction_commands_rendered_by_airflow_are_accepted_by_the_job(
     assert (overridden.dbs_file, overridden.policy, overridden.parallelism) == \
         ("/etc/slatelib/dbs.txt", "full", "16")
     assert overridden.dry_run
+
+
+def test_rescale_is_manual_and_its_commands_are_accepted_by_the_job(bag: dict[str, Any],
+                                                                   ) -> None:
+    rescale = bag["dags"]["rescale"]
+    assert (rescale["schedule"], rescale["max_active_runs"], rescale["catchup"]) == \
+        ("None", 1, False)
+    assert rescale["tasks"] == [{"task_id": "rescale", "operator": "BashOperator",
+                                 "timeout_s": 43200.0, "retries": 0}]
+    default, split, merge = (rescale_parser().parse_args(job_argv(c, "jobs/rescale.py"))
+                             for c in rescale["rendered"])
+    assert (default.command, default.into, default.dry_run) == ("split", 2, True)
+    assert default.report == f"/var/log/slatelib/rescale-split-{TS}.json"
+    assert (split.into, split.at, split.to) == (3, "k1,it's", "s3://b/db-{i}")
+    assert split.fence_source and not split.dry_run and split.parallelism == 4
+    assert merge.command == "merge" and merge.source == ["s3://b/db-0", "s3://b/db-1"]
+    assert merge.to == "s3://b/db" and not merge.dry_run

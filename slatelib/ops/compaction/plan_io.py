@@ -86,8 +86,13 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
     return out
 
 
-def _fine_anchors(store: ObjectStore, iv: InputView, cache: BlockCache | None,
-                  ) -> list[Anchor]:
+def fine_anchors(store: ObjectStore, iv: InputView, cache: BlockCache | None,
+                 ) -> list[Anchor]:
+    """Block-level anchors of one view from its SST index (read through ``cache``).
+
+    Raises:
+        CorruptObjectError / ChecksumMismatchError: an unreadable SST index.
+    """
     handle = iv.task_view.handle
     index = SstReader(store, iv.task_view.path, handle, cache=cache).index()
     info = handle.info
@@ -138,7 +143,7 @@ def _anchors(store: ObjectStore, views: Sequence[InputView], fine: set[int],
     out = [view_anchor(v.effective, v.size) for i, v in enumerate(views) if i not in fine]
     if fine:
         with ThreadPoolExecutor(max(1, min(io_threads, len(fine)))) as pool:
-            for got in pool.map(lambda i: _fine_anchors(store, views[i], cache), sorted(fine)):
+            for got in pool.map(lambda i: fine_anchors(store, views[i], cache), sorted(fine)):
                 out.extend(got)
     return out
 

@@ -1,5 +1,6 @@
-"""Clones (design doc 'checkpoints and clones'): the pure manifest plan, the steps, nesting, and
-retries after crashes."""
+"""Clones (design doc 'checkpoints and clones'): the pure manifest plan, the steps, nesting,
+retries after crashes, and projected and union clones (refusals before any write, dry runs;
+docs/rfcs/0007-projection-and-union-clones.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from slatelib import Db, DbReader, create_checkpoint, create_clone, destroy
 from slatelib.cli.app import main as slate
 from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, SortedRun, SstView
+from slatelib.core.ranges import BytesRange
 from slatelib.errors import (
     CorruptObjectError,
     InvalidArgumentError,
@@ -21,7 +23,13 @@ from slatelib.errors import (
 from slatelib.exit_codes import EXIT_DATA
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, RetryingObjectStore, open_raw_store, open_store
-from slatelib.ops.clone import EPHEMERAL_CHECKPOINT_LIFETIME_S, plan_clone_manifest
+from slatelib.ops.clone import (
+    EPHEMERAL_CHECKPOINT_LIFETIME_S,
+    PLANNED_EPHEMERAL_CHECKPOINT,
+    CloneSource,
+    create_clone_from_sources,
+    plan_clone_manifest,
+)
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
@@ -67,7 +75,7 @@ def test_plan_copies_the_parent_state_and_points_at_its_ssts() -> None:
     source = uuid.uuid4()
     m = plan_clone_manifest(parent, "parent", source, new_id=lambda: next(ids))
     assert m.initialized is False and m.checkpoints == () and m.destroyed_at_s is None
-    assert (m.writer_epoch, m.compactor_epoch) == (5, 2)
+    assert (m.writer_epoch, m.compactor_epoch) == (4, 2)  # 0.17 copies both epochs
     assert (m.replay_after_wal_id, m.wal_id_last_seen, m.last_l0_seq) == (5, 9, 77)
     assert m.l0 == parent.l0 and m.compacted == parent.compacted
     inherited, own = m.external_dbs
@@ -312,3 +320,140 @@ def test_an_ancestor_without_the_parents_final_checkpoint_writes_nothing(
     with pytest.raises(InvalidDbStateError, match=f"external database 'a' cannot take .*{final}"):
         create_clone("c", "b", raw, clock=clock)
     assert snapshot(raw) == before
+
+
+# ------------------------------------------------- projection and union (create_clone_from_sources)
+def make_flushed(store: ObjectStore, clock: FakeClock, path: str, keys: list[bytes]) -> None:
+    """A database whose rows are all in L0 (no data WAL after the last flush)."""
+    with Db.open(path, store, writer_settings(), clock=clock) as db:
+        for k in keys:
+            db.put(k, b"v-" + k)
+        db.flush()
+
+
+def read(store: ObjectStore, path: str) -> dict[bytes, bytes]:
+    with DbReader.open(path, store, mode="latest") as r:
+        return dict(r.scan())
+
+
+KEYS_A = [b"a%02d" % i for i in range(10)]
+KEYS_B = [b"b%02d" % i for i in range(10)]
+
+
+def test_a_union_of_projected_sources_reads_exactly_their_ranges(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_flushed(raw, clock, "a", KEYS_A)
+    make_flushed(raw, clock, "b", KEYS_B)
+    sources = [CloneSource("b", projection=BytesRange.half_open(b"b05", None)),
+               CloneSource("a/", projection=BytesRange.half_open(b"a02", b"a05"))]
+    report = create_clone_from_sources("u", sources, raw, clock=clock)
+    assert report.created and report.wal_ssts_copied == 0
+    assert [s.path for s in report.sources] == ["b", "a"]
+    assert all(s.checkpoint is not None for s in report.sources)
+    expected = {k: b"v-" + k for k in [*KEYS_A[2:5], *KEYS_B[5:]]}
+    assert read(raw, "u") == expected
+    m = ManifestStore(raw, "u").read_latest().value
+    assert [e.path for e in m.external_dbs] == ["a", "b"] and m.writer_epoch == 0
+    for e in m.external_dbs:  # final checkpoints on every source
+        cp = ManifestStore(raw, e.path).read_latest().value.checkpoint(e.final_checkpoint_id)  # type: ignore[arg-type]
+        assert cp is not None and cp.expire_time_s is None
+    with Db.open("u", raw, writer_settings(), clock=clock) as db:
+        db.put(b"new", b"x")
+    assert read(raw, "u") == {**expected, b"new": b"x"} and b"new" not in read(raw, "a")
+    again = create_clone_from_sources("u", sources, raw, clock=clock)
+    assert again.created is False and again.sources == report.sources
+
+
+def test_a_dry_run_writes_nothing_and_plans_what_the_clone_writes(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_flushed(raw, clock, "a", KEYS_A)
+    cp = create_checkpoint("a", raw, clock=clock)
+    sources = [CloneSource("a", cp.id, BytesRange.half_open(b"a03", b"a07"))]
+    before = snapshot(raw)
+    plan = create_clone_from_sources("c", sources, raw, clock=clock, dry_run=True)
+    assert snapshot(raw) == before
+    assert plan.dry_run and not plan.created and plan.planned_manifest is not None
+    create_clone_from_sources("c", sources, raw, clock=clock)
+    first = ManifestStore(raw, "c").read(1).value
+
+    def without_finals(m: Manifest) -> Manifest:
+        return replace(m, external_dbs=tuple(replace(e, final_checkpoint_id=None)
+                                             for e in m.external_dbs))
+
+    assert without_finals(plan.planned_manifest) == without_finals(first)
+    assert read(raw, "c") == {k: b"v-" + k for k in KEYS_A[3:7]}
+    ephemeral = create_clone_from_sources("d", [CloneSource("a")], raw, clock=clock, dry_run=True)
+    assert ephemeral.source_checkpoint_id == PLANNED_EPHEMERAL_CHECKPOINT
+
+
+def test_bad_clone_sources_are_refused_before_any_write(raw: ObjectStore, clock: FakeClock) -> None:
+    make_flushed(raw, clock, "a", KEYS_A)
+    make_flushed(raw, clock, "b", KEYS_A[5:])
+    Db.open("other", raw, writer_settings(), clock=clock).close()
+    before = snapshot(raw)
+    half = BytesRange.half_open
+    cases: list[tuple[type[Exception], str, str, list[CloneSource]]] = [
+        (InvalidArgumentError, "c", "at least one source", []),
+        (InvalidArgumentError, "a", "onto itself", [CloneSource("a/")]),
+        (InvalidArgumentError, "c", "given twice", [CloneSource("a"), CloneSource("a")]),
+        (InvalidArgumentError, "c", "overlapping key ranges",
+         [CloneSource("a", projection=half(None, b"a07")), CloneSource("b")]),
+        (InvalidArgumentError, "c", "is empty", [CloneSource("a", projection=half(b"a", b"a"))]),
+        (InvalidDbStateError, "c", "not found", [CloneSource("a", uuid.uuid4(), half(b"a", b"b"))]),
+        (InvalidDbStateError, "other", "not a clone", [CloneSource("a"), CloneSource("b")]),
+        (ManifestMissingError, "c", "missing", [CloneSource("a"), CloneSource("missing")]),
+    ]
+    for kind, clone, why, sources in cases:
+        with pytest.raises(kind, match=why):
+            create_clone_from_sources(clone, sources, raw, clock=clock)
+        assert snapshot(raw) == before, (clone, why)
+    # adjacent half-open ranges are fine
+    create_clone_from_sources("c", [CloneSource("a", projection=half(None, b"a05")),
+                                    CloneSource("b", projection=half(b"a05", None))], raw,
+                              clock=clock)
+    assert read(raw, "c") == {k: b"v-" + k for k in KEYS_A}
+
+
+def test_projection_and_union_refuse_sources_with_data_in_the_wal(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    make_parent(raw, clock, "w")  # "wal" is only in the WAL
+    make_flushed(raw, clock, "a", [b"x"])
+    m = ManifestStore(raw, "w").read_latest().value
+    before = snapshot(raw)
+    for sources in ([CloneSource("w", projection=BytesRange.half_open(b"a", None))],
+                    [CloneSource("a"), CloneSource("w")]):
+        with pytest.raises(InvalidDbStateError, match=(
+                rf"union with WAL is not supported .*'w' has data in WAL SSTs \[.*"
+                rf"{m.wal_id_last_seen}\].*nothing was written")):
+            create_clone_from_sources("c", sources, raw, clock=clock)
+        assert snapshot(raw) == before
+    assert create_clone_from_sources("c", [CloneSource("w")], raw, clock=clock).wal_ssts_copied
+
+
+@pytest.mark.parametrize("crash_op, crash_path, skip", [
+    ("put_if_absent", "u/manifest/", 0),   # after manifest 1
+    ("put_if_absent", "b/manifest/", 1),   # after b's final checkpoint
+    ("put_if_absent", "u/manifest/", 1),   # after initialized = true
+])
+def test_a_retried_union_completes(
+    raw: ObjectStore, clock: FakeClock, crash_op: str, crash_path: str, skip: int
+) -> None:
+    make_flushed(raw, clock, "a", KEYS_A)
+    make_flushed(raw, clock, "b", KEYS_B)
+    sources = [CloneSource("a"), CloneSource("b")]
+    flaky = FlakyObjectStore(raw)
+    flaky.crash(crash_op, path=crash_path, skip=skip)  # type: ignore[arg-type]
+    with pytest.raises(SimulatedCrash):
+        create_clone_from_sources("u", sources, RetryingObjectStore(flaky, sleep=clock.sleep),
+                                  clock=clock)
+    create_clone_from_sources("u", sources, raw, clock=clock)
+    assert read(raw, "u") == {k: b"v-" + k for k in KEYS_A + KEYS_B}
+    m = ManifestStore(raw, "u").read_latest().value
+    assert m.initialized and len(m.external_dbs) == 2
+    for e in m.external_dbs:
+        finals = [c for c in ManifestStore(raw, e.path).read_latest().value.checkpoints
+                  if c.expire_time_s is None]
+        assert [c.id for c in finals] == [e.final_checkpoint_id]

@@ -1,0 +1,95 @@
+"""Checking a rescale: the targets' ranges tile the source's key space, and every target
+holds exactly what its parts hold (live keys, key + value bytes and an order-independent
+digest, :class:`RangeStats`). Pure.
+
+Digests add up (mod 2^128) over disjoint sets of rows, so a target's digest can be compared
+with the sum over its source ranges, and both can be computed in chunks in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slatelib.core.ranges import BoundKind, BytesRange
+from slatelib.errors import InvalidDbStateError
+
+DIGEST_MOD = 1 << 128
+
+
+def check_tiling(ranges: Sequence[BytesRange], whole: BytesRange | None = None) -> None:
+    """The ranges tile ``whole`` (default: every key) exactly: ``whole``'s start, then each
+    range ending where the next begins (excluded end, included start at the same key), then
+    ``whole``'s end; no range empty.
+
+    Raises:
+        InvalidDbStateError: a gap, an overlap or an empty range (named).
+    """
+    whole = whole or BytesRange.all()
+    if not ranges:
+        raise InvalidDbStateError("no ranges: nothing tiles the key space")
+    if ranges[0].start != whole.start or ranges[-1].end != whole.end:
+        raise InvalidDbStateError(
+            f"ranges {ranges[0]} .. {ranges[-1]} do not span {whole}")
+    for i, r in enumerate(ranges):
+        if r.is_empty():
+            raise InvalidDbStateError(f"range {i} {r} is empty")
+        if i + 1 < len(ranges):
+            nxt = ranges[i + 1].start
+            end = r.end
+            ok = (end.kind == BoundKind.EXCLUDED and nxt.kind == BoundKind.INCLUDED
+                  and end.key == nxt.key) or (
+                  end.kind == BoundKind.INCLUDED and nxt.kind == BoundKind.EXCLUDED
+                  and end.key == nxt.key)
+            if not ok:
+                raise InvalidDbStateError(
+                    f"range {i} {r} and range {i + 1} {ranges[i + 1]} leave a gap or overlap")
+
+
+def row_digest(key: bytes, value: bytes) -> int:
+    """A 128-bit hash of one ``(key, value)``; digests of disjoint sets add up
+    (mod 2^128), so a shard's digest equals the digest of its range of the source."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(len(key).to_bytes(4, "little"))
+    h.update(key)
+    h.update(value)
+    return int.from_bytes(h.digest(), "little")
+
+
+@dataclass(frozen=True)
+class RangeStats:
+    """Live keys in a range, their key + value bytes and digest."""
+
+    keys: int = 0
+    nbytes: int = 0
+    digest: int = 0
+
+    @staticmethod
+    def of(rows: Iterable[tuple[bytes, bytes]]) -> RangeStats:
+        keys = size = digest = 0
+        for k, v in rows:
+            keys += 1
+            size += len(k) + len(v)
+            digest = (digest + row_digest(k, v)) % DIGEST_MOD
+        return RangeStats(keys, size, digest)
+
+    def __add__(self, other: RangeStats) -> RangeStats:
+        return RangeStats(self.keys + other.keys, self.nbytes + other.nbytes,
+                          (self.digest + other.digest) % DIGEST_MOD)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keys": self.keys, "bytes": self.nbytes, "digest": f"{self.digest:032x}"}
+
+
+def compare_stats(target: str, expected: RangeStats, actual: RangeStats) -> str | None:
+    """None when ``target`` holds exactly what its sources' ranges hold, else why not."""
+    if expected == actual:
+        return None
+    return (f"{target}: holds {actual.keys} keys / {actual.nbytes} bytes (digest "
+            f"{actual.digest:032x}), its sources' ranges {expected.keys} keys / "
+            f"{expected.nbytes} bytes (digest {expected.digest:032x})")
+
+
+__all__ = ["DIGEST_MOD", "RangeStats", "check_tiling", "compare_stats", "row_digest"]
