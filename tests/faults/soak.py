@@ -20,6 +20,7 @@ last events, and exits 1.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import shutil
 import sys
@@ -34,6 +35,7 @@ from tests.faults.scenarios.common import gc_now, open_writer, readers, write_so
 from tests.faults.world import World
 
 MAX_EPISODES = 100_000
+WATCHDOG_GRACE_S = 30.0
 
 
 class SoakFailure(AssertionError):
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", "--verbose", action="store_true", help="print the event log")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    # A hung run dumps every thread's stack and exits (every wait of the harness is bounded;
+    # this catches one that is not).
+    faulthandler.dump_traceback_later(args.minutes * 60.0 + WATCHDOG_GRACE_S, exit=True)
     print(f"soak seed {args.seed} for {args.minutes:g} min; replay: "
           f"{replay_command(args.seed, args.minutes)}", flush=True)
     try:

@@ -9,18 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.core.manifest import Checkpoint, Manifest, SortedRun, SsTableInfo, SstHandle, SstView
 from slatelib.core.range_split import Anchor, range_weight
 from slatelib.core.ranges import BytesRange
 from slatelib.core.rescale_plan import (
     Activity,
     RescalePlan,
     balanced_split_keys,
+    check_disjoint,
     check_split_keys,
     check_target_paths,
     expand_template,
     format_key,
     live_writer_evidence,
+    manifest_span,
     parse_key,
     parse_split_keys,
     plan_merge,
@@ -28,9 +30,11 @@ from slatelib.core.rescale_plan import (
     same_job,
     shard_estimates,
     shard_ranges,
+    span_union,
     with_split_keys,
 )
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.ids import Ulid
 
 
 # ------------------------------------------------------------------------------ keys
@@ -239,10 +243,6 @@ def test_a_rerun_matches_its_own_job_only() -> None:
 
 # ------------------------------------------------------------------------ merge spans
 def test_manifest_span_covers_every_view() -> None:
-    from slatelib.core.manifest import SortedRun, SstHandle, SsTableInfo, SstView
-    from slatelib.core.rescale_plan import manifest_span
-    from slatelib.ids import Ulid
-
     def handle(i: int, first: bytes, last: bytes) -> SstHandle:
         return SstHandle(Ulid(i), SsTableInfo(first, last, 0, 0, 0, 0))
 
@@ -256,8 +256,6 @@ def test_manifest_span_covers_every_view() -> None:
 
 
 def test_overlapping_spans_are_refused() -> None:
-    from slatelib.core.rescale_plan import check_disjoint, span_union
-
     a = BytesRange.half_open(b"a", b"m")
     check_disjoint([("x", a), ("y", BytesRange.half_open(b"m", None)), ("z", None)])
     with pytest.raises(InvalidArgumentError, match="'x'.*'y'"):
