@@ -196,3 +196,34 @@ def configure_logging(verbose: int) -> None:
 def usage_error(message: str) -> int:
     sys.stderr.write(f"error: {message}\n")
     return EXIT_USAGE
+
+
+JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int]]
+
+
+def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,
+             precheck: Callable[[Settings], None] | None = None) -> int:
+    """What every job's ``main`` does: logging, settings (and ``precheck``) before Spark
+    starts, ``run(spark, settings, args)``, the report. Returns the exit code (2 for
+    invalid input, printed to stderr)."""
+    configure_logging(args.verbose)
+    try:
+        settings = settings_from(args)
+        if precheck is not None:
+            precheck(settings)
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    spark = None
+    if needs_spark:
+        from jobs._spark import build_spark
+
+        spark = build_spark(app_name)
+    try:
+        report, code = run(spark, settings, args)
+    except InvalidArgumentError as exc:
+        return usage_error(str(exc))
+    finally:
+        if spark is not None:
+            spark.stop()
+    emit_report(report, args.report)
+    return code

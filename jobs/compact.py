@@ -33,16 +33,12 @@ from jobs._common import (
     EXIT_NAMES,
     DbTarget,
     add_common_args,
-    configure_logging,
-    emit_report,
     exit_code_for,
     resolve_targets,
     run_isolated,
-    settings_from,
-    usage_error,
+    run_main,
 )
 from slatelib.config import Settings
-from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
@@ -108,25 +104,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    try:
-        settings = settings_from(args)
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    spark = None
-    if not args.dry_run:
-        from jobs._spark import build_spark
-
-        spark = build_spark("slatelib-compact")
-    try:
-        report, code = run(spark, settings, args)
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    finally:
-        if spark is not None:
-            spark.stop()
-    emit_report(report, args.report)
-    return code
+    return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run)
 
 
 if __name__ == "__main__":

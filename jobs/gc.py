@@ -32,12 +32,9 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import (
     DbTarget,
     add_common_args,
-    configure_logging,
-    emit_report,
     resolve_targets,
     run_isolated,
-    settings_from,
-    usage_error,
+    run_main,
 )
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
@@ -119,23 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run every database, print the report; returns the exit code (2 for bad
     arguments, before Spark starts)."""
     args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    try:
-        settings = settings_from(args)
-        gc_options(settings, min_age=args.min_age, force=args.force).check()
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    from jobs._spark import build_spark
-
-    spark = build_spark("slatelib-gc")
-    try:
-        report, code = run(spark, settings, args)
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    finally:
-        spark.stop()
-    emit_report(report, args.report)
-    return code
+    return run_main(args, "slatelib-gc", run, needs_spark=True, precheck=lambda settings: (
+        gc_options(settings, min_age=args.min_age, force=args.force).check()))
 
 
 if __name__ == "__main__":

@@ -35,11 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobs._common import (
     add_common_args,
-    configure_logging,
-    emit_report,
-    settings_from,
+    run_main,
     split_under_root,
-    usage_error,
 )
 from slatelib.config import Settings, parse_duration
 from slatelib.core.rescale_plan import expand_template, parse_split_keys
@@ -193,25 +190,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
-    try:
-        settings = settings_from(args)
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    spark = None
-    if not args.dry_run:
-        from jobs._spark import build_spark
-
-        spark = build_spark("slatelib-rescale")
-    try:
-        report, code = run(spark, settings, args)
-    except InvalidArgumentError as exc:
-        return usage_error(str(exc))
-    finally:
-        if spark is not None:
-            spark.stop()
-    emit_report(report, args.report)
-    return code
+    return run_main(args, "slatelib-rescale", run, needs_spark=not args.dry_run)
 
 
 if __name__ == "__main__":
