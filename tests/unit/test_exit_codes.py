@@ -10,7 +10,7 @@ import pytest
 import jobs._gc_spark
 from jobs import compact as compact_job
 from jobs import gc as gc_job
-from jobs._common import DbTarget, run_isolated
+from jobs._common import DbTarget, run_isolated, settings_from
 from slatelib import errors
 from slatelib.cli.app import exit_code_for as cli_exit_code_for
 from slatelib.exit_codes import EXIT_NAMES, exit_code_for, exit_name
@@ -52,7 +52,7 @@ def test_the_compact_and_gc_jobs_report_the_same_code_for_the_same_error(
     got = {}
     for name, job in (("compact", compact_job), ("gc", gc_job)):
         args = job.build_parser().parse_args(["--db", f"file://{tmp_path}/db", "--dry-run"])
-        report, rc = job.run(None, job.settings_from(args), args)
+        report, rc = job.run(None, settings_from(args), args)
         [one] = report["databases"]
         got[name] = (rc, one["status"], one["exit_code"])
     assert got["compact"] == got["gc"] == (code, EXIT_NAMES[code], code)
