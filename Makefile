@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags check run bench bench-compaction bench-writer bench-gc package-jobs flatbuffers clean
+        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale package-jobs flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -55,6 +55,14 @@ test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
 test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAG integrity (with real Airflow 2.10.5 in .venv-airflow)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/dags -q
 
+test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
+	$(PYTEST) tests/faults -q
+
+SEED ?= $(shell date +%s)
+MINUTES ?= 10
+soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs/fault-scenarios.md)
+	$(BIN)/python -m tests.faults.soak --seed $(SEED) --minutes $(MINUTES)
+
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
 test: $(STAMP) $(AIRFLOW_STAMP) ## every suite but the benchmarks (the command CI runs)
@@ -85,6 +93,9 @@ bench-writer: $(STAMP) ## slatelib Db vs official Db: durable puts and point get
 
 bench-gc: $(STAMP) ## official run_gc_once vs jobs/gc.py on ~100k garbage objects, local disk and moto S3 (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_gc.py
+
+bench-rescale: $(STAMP) ## official 0.17 clones + compactor vs jobs/rescale.py: split ~300 MB 4 ways, merge back (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_rescale.py
 
 package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
 	$(BIN)/python -m pip wheel --no-deps -w dist .
