@@ -38,6 +38,11 @@ from slatelib.core.gc_text import fmt_age
 from slatelib.core.manifest import Manifest
 from slatelib.errors import CorruptObjectError
 
+CLAIM_EPOCHS_KEPT = 16
+"""Claim records are kept for this many most recent epochs. A run that read the manifest at
+epoch E judges E after a concurrent slatelib run fenced E + 1: E's record must still be
+there, or the verdict would call our own epoch foreign."""
+
 CLAIM_MARKER_LIFETIME_S = 86_400.0
 """Lifetime of the marker checkpoint of a fence manifest. It pins the fence manifest itself,
 so that a run killed before recording its claim is still recognised by the next run (which

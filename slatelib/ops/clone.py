@@ -508,6 +508,7 @@ def create_clone_from_sources(
             copied = _copy_wal(obj, wanted[0].path, clone_root, m.replay_after_wal_id,
                                m.wal_id_last_seen)
         done = _initialize(clone_ms, clock)
+        _check_not_destroyed_meanwhile(obj, clone_root, done)
         log.info("clone created [clone=%s, sources=%s, manifest_id=%d, wal_ssts=%d]",
                  clone_root, ",".join(s.path for s in wanted), done.id, copied)
         return _report(clone_root, wanted, done, copied, created=True)
@@ -533,6 +534,25 @@ def _ensure_final_checkpoints(store: ObjectStore, clone_root: str, clone: Manife
                     f"{entry.path!r}; remove it with `slate --path {clone_root} destroy "
                     "--hard` (slatelib.destroy(path, store, soft=False)) and clone again"
                 ) from exc
+
+
+def _check_not_destroyed_meanwhile(store: ObjectStore, clone_root: str,
+                                   done: StoredManifest) -> None:
+    """After the ``initialized`` write: a hard destroy that ran meanwhile released the clone's
+    final checkpoints and deleted its objects, so our write landed in an emptied directory.
+    Remove that orphan manifest (nothing pins its SSTs any more) and fail.
+
+    Raises:
+        InvalidDbStateError: the clone was destroyed while it was being created.
+    """
+    try:
+        _check_final_checkpoints(store, done.value)
+    except InvalidDbStateError as exc:
+        store.delete(DbPaths(clone_root).manifest(done.id))
+        raise InvalidDbStateError(
+            f"clone {clone_root!r} was destroyed while it was being created ({exc}); its "
+            "last manifest was removed again: clone again"
+        ) from exc
 
 
 def _check_final_checkpoints(store: ObjectStore, clone: Manifest) -> None:

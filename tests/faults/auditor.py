@@ -74,6 +74,22 @@ def check_references(world: World, path: str, what: str) -> None:
                            + "\n  ".join(problems[:12]))
 
 
+def check_clone_pins(world: World, path: str, what: str) -> None:
+    """An initialized, live clone's final checkpoints exist in every database it reads SSTs
+    from (design doc 'checkpoints and clones': they are what keeps those SSTs)."""
+    stored = ManifestStore(world.store, path).try_read_latest()
+    if stored is None or not stored.value.initialized or stored.value.destroyed_at_s is not None:
+        return
+    for ext in stored.value.external_dbs:
+        parent = ManifestStore(world.store, ext.path).try_read_latest()
+        held = parent is not None and ext.final_checkpoint_id is not None and \
+            parent.value.checkpoint(ext.final_checkpoint_id) is not None
+        if not held:
+            raise AuditFailure(f"{what}: clone {path!r} is initialized but {ext.path!r} no "
+                               f"longer holds its final checkpoint {ext.final_checkpoint_id} "
+                               f"({len(ext.sst_ids)} SSTs unprotected)")
+
+
 def listed_checkpoints(world: World, path: str) -> set[uuid.UUID]:
     try:
         m = ManifestStore(world.store, path).read_latest().value
@@ -113,6 +129,8 @@ def check_clones(world: World, what: str) -> None:
 def after_gc(world: World, what: str) -> None:
     for path in [DB, *world.clones]:
         check_references(world, path, what)
+    for path in world.clone_paths:
+        check_clone_pins(world, path, what)
     check_checkpoints(world, what)
     check_clones(world, what)
 

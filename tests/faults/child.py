@@ -10,6 +10,9 @@ or more threads ("lanes") and reporting on stdout, one line each, flushed:
     STOP <lane> <error> <msg>   the lane stopped on an error (FencedError, ...)
     DONE <lane>                 the lane wrote its whole plan
 
+``official-writer``: the official 0.17 ``Db`` writing lane 0 of the same plan, in
+batches acknowledged by the WAL flush after them (same lines; STOP carries ``<mono>``).
+
 ``slate``: the ``slate`` command line, unchanged.
 
 Both take ``--hook WHEN:AT:MATCH``: count the store writes (put, put_if_absent,
@@ -154,6 +157,49 @@ def writer(args: argparse.Namespace) -> int:  # pragma: no cover - subprocess
     return 0
 
 
+def official_writer(args: argparse.Namespace) -> int:  # pragma: no cover - subprocess
+    """The official 0.17 ``Db`` writing lane 0 of the plan in batches: TRY lines, the
+    writes (buffered), a WAL flush, then ACK lines (acknowledged = durable)."""
+    import random
+
+    from tests.faults.ledger import plan_op
+    from tests.faults.writers import official_settings
+    from tests.interop.official import Delete, OfficialDb, Put
+
+    out = sys.stdout
+
+    def say(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    db = OfficialDb.open(args.root, args.path, official_settings())
+    say(f"OPEN {time.monotonic()}")
+    rng = random.Random(args.seed)
+    n = args.start
+    try:
+        while n < args.start + args.ops:
+            batch = range(n, min(n + rng.randint(1, 8), args.start + args.ops))
+            for i in batch:
+                key, value = plan_op(args.seed, args.writer, 0, i)
+                say(f"TRY 0 {i} {time.monotonic()}")
+                db.write([Delete(key)] if value is None else [Put(key, value)])
+            db.flush_wal()
+            for i in batch:
+                say(f"ACK 0 {i} 0")
+            n = batch[-1] + 1
+            if args.flush_every and rng.random() < 1.0 / args.flush_every:
+                say("FLUSH-START")
+                db.flush_memtable()
+                say("FLUSHED")
+            if args.pace:
+                time.sleep(args.pace)
+        say("DONE 0")
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which judges it
+        say(f"STOP 0 Official{type(exc).__name__} {time.monotonic()} {str(exc)[:200]!r}")
+    db.close(flush=None)
+    return 0
+
+
 def slate(args: argparse.Namespace) -> int:  # pragma: no cover - subprocess
     from slatelib.cli import main
 
@@ -179,12 +225,20 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - subprocess
     w.add_argument("--pace", type=float, default=0.0)
     w.add_argument("--wal-jitter", action="store_true")
     w.add_argument("--hook", default=None)
+    o = sub.add_parser("official-writer")
+    for name, default in (("--root", None), ("--path", "db"), ("--writer", None)):
+        o.add_argument(name, default=default, required=default is None)
+    for name, default in (("--seed", 0), ("--start", 0), ("--ops", 400), ("--flush-every", 0)):
+        o.add_argument(name, type=int, default=default)
+    o.add_argument("--pace", type=float, default=0.0)
     s = sub.add_parser("slate")
     s.add_argument("--hook", default=None)
     s.add_argument("argv", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     if args.command == "writer":
         return writer(args)
+    if args.command == "official-writer":
+        return official_writer(args)
     if args.argv and args.argv[0] == "--":
         args.argv = args.argv[1:]
     return slate(args)

@@ -114,7 +114,7 @@ def flaky_store(raw: ObjectStore, rng: random.Random, *, count: int | None = Non
     n = rng.choice((0, 1, 1, 2, 3)) if count is None else count
     rules = pick_rules(rng, flaky, count=n, kinds=kinds, lost=lost)
     use_retries = rng.random() < 0.8 if retries is None else retries
-    store: ObjectStore = with_retries(flaky) if use_retries else flaky  # type: ignore[arg-type]
+    store: ObjectStore = with_retries(flaky) if use_retries else flaky
     return store, flaky, StoreFaults(tuple(rules), use_retries)
 
 

@@ -78,7 +78,18 @@ class Ledger:
     """Attempts by identity, thread-safe (child-process pumps and writer threads add)."""
 
     attempts: dict[str, Attempt] = field(default_factory=dict)
+    flushed: set[str] = field(default_factory=set)
+    """Idents of acknowledged writes known to be in L0 (a memtable flush returned after)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def mark_flushed(self, idents: Iterable[str]) -> None:
+        with self._lock:
+            self.flushed.update(idents)
+
+    def flushed_snapshot(self) -> dict[str, tuple[str, Attempt]]:
+        """Like :meth:`snapshot`, restricted to the writes known to be in L0."""
+        with self._lock:
+            return {i: (a.status, a) for i, a in self.attempts.items() if i in self.flushed}
 
     def tried(self, a: Attempt) -> Attempt:
         with self._lock:

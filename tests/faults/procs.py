@@ -3,6 +3,7 @@ paused (SIGSTOP), resumed (SIGCONT), killed (SIGKILL), always reaped."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -15,6 +16,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MAX_LIFE_S = 120.0
 """No child outlives this, whatever the harness does (checked at every pump)."""
+
+
+PR_SET_PDEATHSIG = 1
+try:  # loaded here: the child must not import anything between fork and exec
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not glibc: children then outlive a killed harness until their plan ends
+    _LIBC = None
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """SIGKILL this child when the harness process dies, even if it was paused (Linux)."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def child_env() -> dict[str, str]:
@@ -31,7 +45,8 @@ class Proc:
         self.argv = list(argv)
         self.started = time.monotonic()
         self.p = subprocess.Popen(self.argv, cwd=REPO, env=child_env(), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  preexec_fn=_die_with_parent)
         assert self.p.stdout is not None and self.p.stderr is not None
         self._fds = {self.p.stdout.fileno(): "out", self.p.stderr.fileno(): "err"}
         for fd in self._fds:

@@ -72,18 +72,19 @@ class World:
         self.raw: ObjectStore = open_raw_store(self.url)
         self.store: ObjectStore = with_retries(self.raw)  # fault-free, for the auditor
         self.ledger = Ledger()
-        self.flushed: set[str] = set()
-        """Idents of acknowledged writes known to be in L0 (a memtable flush returned)."""
         self.writers: list[Writer] = []
         self.procs: list[Proc] = []
         self.checkpoints: dict[uuid.UUID, CheckpointRecord] = {}
         self.clones: dict[str, CloneRecord] = {}
+        self.clone_paths: set[str] = set()
+        """Every path a clone was ever attempted at (complete or not)."""
         self.readers: Readers | None = None
         self.events: list[str] = []
         self.covered: dict[str, int] = {}
         self.next_writer = 0
         self._ids = threading.Lock()
         self.next_gen = 0
+        self.next_checkpoint = 0
         self.needs_slatelib_open = False
         """A child with several WAL writes in flight was killed: only a slatelib writer
         may open next (README: an official writer does not repair a WAL gap)."""
@@ -91,6 +92,10 @@ class World:
         """Until then a writer's clock was skewed: its SST ULIDs do not order with real
         time, so only slatelib GC with an accurate clock runs (official GC has no
         object-age guard), and no writer is stalled past min_age."""
+        self.official_writers_after = 0.0
+        """A writer whose clock ran ahead left ``last_l0_clock_tick`` in the future: an
+        official 0.17 writer refuses to write ("invalid clock tick, must be monotonic")
+        until real time passes it (slatelib's writer keeps its ticks monotonic instead)."""
         self.conf = root / "slate.toml"
         self.conf.write_text(CONF)
         self.episode = 0
@@ -125,6 +130,9 @@ class World:
             self.next_writer += 1
             self.next_gen += 1
             return f"{kind}{self.next_writer}", self.next_gen
+
+    def official_writer_may_open(self) -> bool:
+        return not self.needs_slatelib_open and time.monotonic() >= self.official_writers_after
 
     @property
     def clock_tainted(self) -> bool:

@@ -9,7 +9,10 @@ zombie: what it tries from then on is forbidden (it must fail and never appear).
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -41,13 +44,51 @@ def make_room(world: World) -> None:
 
     if len(ManifestStore(world.store, DB).read_latest().value.l0) < L0_MAX // 2:
         return
-    from tests.faults.scenarios.common import maint_settings
+    from tests.faults.scenarios.common import compaction_failed, maint_settings
 
     try:
         run_compaction(DB, world.store, settings=maint_settings(), policy="full")
         world.log("  compacted to make room in L0")
     except Exception as exc:  # noqa: BLE001 - judged
-        world.log(f"  compaction to make room: {judge(exc, 'compaction to make room')}")
+        compaction_failed(world, exc, "compaction to make room")
+
+
+@contextmanager
+def room_kept(world: World) -> Iterator[None]:
+    """While the body runs (a memtable flush), a compactor keeps L0 below its limit, as a
+    deployment's compactor would: a writer replaying a long WAL flushes many L0s at once,
+    and its flush would otherwise wait at ``l0_max_ssts`` forever."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def keep() -> None:
+        while not done.wait(0.3):
+            try:
+                make_room(world)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the flushing thread
+                errors.append(exc)
+                return
+
+    make_room(world)
+    keeper = threading.Thread(target=keep, name="room-keeper", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        keeper.join(60)
+    if errors:
+        raise errors[0]
+
+
+def official_settings() -> Any:
+    """Official writers: no embedded compactor (slatelib compaction would refuse its epoch)
+    and no GC of their own; room for L0 views as slatelib writers have."""
+    from tests.interop.official import DbSettings
+
+    return DbSettings(block_size=1024, compactor=False,
+                      extra={"garbage_collector_options": "null", "l0_max_ssts": str(L0_MAX),
+                             "l0_max_ssts_per_key": str(L0_MAX)})
 
 
 def slatelib_settings(**writer: object) -> Settings:
@@ -70,6 +111,9 @@ class Writer:
         self.skew_s = skew_s
         self.alive = True
         self.fenced_at: float | None = None
+        """When a newer writer's open returned (what this one tries later is forbidden)."""
+        self.fencing_since: float | None = None
+        """When that open began (from then on this writer may find itself fenced)."""
         self.next_n = 0
         self.lane = 0
         self.may_fail = False
@@ -89,7 +133,7 @@ class Writer:
         self.acked.append(a.ident)
 
     def mark_flushed(self, idents: list[str]) -> None:
-        self.world.flushed.update(idents)
+        self.world.ledger.mark_flushed(idents)
 
     def write(self, count: int) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -149,9 +193,9 @@ class SlateWriter(Writer):
         if not self.alive:
             return
         before = list(self.acked)
-        make_room(self.world)
         try:
-            self.db.flush()
+            with room_kept(self.world):
+                self.db.flush()
         except Exception as exc:  # noqa: BLE001 - judged
             self.stopped(judge(exc, f"{self.wid} flush"))
             return
@@ -178,19 +222,16 @@ class OfficialWriter(Writer):
 
     @classmethod
     def open(cls, world: World) -> OfficialWriter:
-        from tests.interop.official import DbSettings, OfficialDb
+        from tests.interop.official import OfficialDb
 
         wid, gen = world.new_writer_id("o")
-        settings = DbSettings(block_size=1024, compactor=False,
-                              extra={"garbage_collector_options": "null",
-                                     "l0_max_ssts": str(L0_MAX)})
-        return cls(world, wid, gen, OfficialDb.open(world.root, DB, settings))
+        return cls(world, wid, gen, OfficialDb.open(world.root, DB, official_settings()))
 
     def _failed(self, exc: Exception, what: str) -> None:
         if self.fenced_at is None and not self.may_fail:
             raise AuditFailure(f"{self.wid} {what} failed before any newer writer opened: "
                                f"{type(exc).__name__}: {exc}") from exc
-        self.stopped(f"{what}: {type(exc).__name__}")
+        self.stopped(f"{what}: {type(exc).__name__}: {str(exc)[:300]}")
 
     def write(self, count: int) -> int:
         from tests.interop.official import Delete, Put
@@ -233,8 +274,8 @@ class OfficialWriter(Writer):
 
     def flush(self) -> None:
         if self.alive:
-            make_room(self.world)
-            self._flush("memtable")
+            with room_kept(self.world):
+                self._flush("memtable")
             if self.alive:
                 self.mark_flushed(list(self.acked))
 
@@ -253,8 +294,11 @@ class ChildWriter(Writer):
     kind = "child"
 
     def __init__(self, world: World, wid: str, gen: int, proc: Proc, *, skew_s: float,
-                 lanes: int, in_flight: int) -> None:
+                 lanes: int, in_flight: int, official: bool = False) -> None:
         super().__init__(world, wid, gen, skew_s)
+        self.official = official
+        if official:
+            self.kind = "official"  # it repairs no WAL gap
         self.proc = proc
         self.lanes = lanes
         self.in_flight = in_flight
@@ -268,7 +312,9 @@ class ChildWriter(Writer):
     def start(cls, world: World, *, lanes: int = 1, in_flight: int = 1, ops: int = 400,
               flush_every: int = 0, skew_s: float = 0.0, hook: str | None = None,
               pace: float = 0.0, l0_bytes: int = 4000, wal_jitter: bool = False,
-              ) -> ChildWriter:
+              official: bool = False) -> ChildWriter:
+        if official:
+            return cls._start_official(world, ops=ops, flush_every=flush_every, pace=pace)
         wid, gen = world.new_writer_id("c")
         argv = ["tests.faults.child", "writer", "--root", str(world.root), "--path", DB,
                 "--writer", wid, "--seed", str(world.seed), "--lanes", str(lanes),
@@ -283,6 +329,18 @@ class ChildWriter(Writer):
                 in_flight=in_flight)
         world.log(f"  child writer {wid} (gen {gen}, lanes {lanes}, in flight {in_flight}, "
                   f"skew {skew_s}s, hook {hook})")
+        return w
+
+    @classmethod
+    def _start_official(cls, world: World, *, ops: int, flush_every: int,
+                        pace: float) -> ChildWriter:
+        wid, gen = world.new_writer_id("p")
+        argv = ["tests.faults.child", "official-writer", "--root", str(world.root), "--path",
+                DB, "--writer", wid, "--seed", str(world.seed), "--ops", str(ops),
+                "--flush-every", str(flush_every), "--pace", str(pace)]
+        w = cls(world, wid, gen, world.spawn(wid, argv), skew_s=0.0, lanes=1, in_flight=1,
+                official=True)
+        world.log(f"  official child writer {wid} (gen {gen})")
         return w
 
     def wait_open(self, timeout_s: float = 20.0) -> bool:
@@ -321,8 +379,13 @@ class ChildWriter(Writer):
             self.mark_flushed(self.flush_started or [])
             self.flush_started = None
         elif word == "STOP":
-            lane, err, *_ = rest.split(" ", 2)
-            if err not in STOP_ERRORS:
+            lane, err, *more = rest.split(" ", 2)
+            if self.official:
+                mono = float(more[0].split(" ", 1)[0]) if more else 0.0
+                if self.fencing_since is None or mono < self.fencing_since:
+                    raise AuditFailure(f"official child writer {self.wid} failed before a newer "
+                                       f"writer opened: {rest}\n{self.proc.tail()}")
+            elif err not in STOP_ERRORS:
                 raise AuditFailure(f"child writer {self.wid} lane {lane}: unexpected {rest}\n"
                                    f"{self.proc.tail()}")
             self.world.log(f"  {self.wid} lane {lane} stopped: {err}")

@@ -40,6 +40,7 @@ from slatelib.core.compaction_plan import CompactionSpec, check_compactable
 from slatelib.core.compaction_state import finish, record, take_over
 from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
 from slatelib.core.compactor_claim import (
+    CLAIM_EPOCHS_KEPT,
     CLAIM_MARKER_LIFETIME_S,
     ClaimRecord,
     ClaimState,
@@ -167,7 +168,7 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
     claims.put(replace(mine, state=ClaimState.CLAIMED, manifest_id=written.id,
                        at_ms=clock.now_ms()))
     try:
-        claims.prune_below(epoch)
+        claims.prune_below(epoch - CLAIM_EPOCHS_KEPT + 1)
     except SlateError as exc:
         log.warning("could not prune old claim records [db=%s, error=%s]", manifests.root, exc)
     claim_compactions(compactions, epoch, clock=clock, timeout_s=timeout_s,

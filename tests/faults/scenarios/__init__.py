@@ -1,8 +1,8 @@
 """The scenario registry: one entry per line of docs/fault-scenarios.md (same ids), and the
 background workload steps run between scenarios.
 
-A soak run picks entries by weight with the seed's random stream; pending entries (``run``
-is None to the scheduler) are listed but never scheduled.
+A soak run deals the entries in a seeded shuffled order, each once per round; pending
+entries are listed but never dealt.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from tests.faults.world import World
 class Scenario:
     id: str
     title: str
-    where: Callable[[World], None]
+    where: Callable[..., None]
     """The function that exercises it (named in docs/fault-scenarios.md)."""
-    weight: int = 2
     params: tuple[tuple[str, str], ...] = ()
     pending: str | None = None
 
@@ -43,7 +42,7 @@ class Scenario:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("F01", "zombie writer after fencing", writer.zombie_writer, 3),
+    Scenario("F01", "zombie writer after fencing", writer.zombie_writer),
     Scenario("F02", "two writers opening at once", writer.writers_open_at_once),
     Scenario("F03", "writer crash between WAL put / L0 upload and manifest update",
              writer.writer_killed_mid_flush),
@@ -52,7 +51,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("F06", "lost response on a WAL put", writer.lost_response_wal_put),
     Scenario("F07", "lost CAS response on a manifest", writer.lost_response_manifest_cas),
     Scenario("F08", "store errors before a call takes effect", writer.store_errors),
-    Scenario("F09", "store latency", writer.slow_store, 1),
+    Scenario("F09", "store latency", writer.slow_store),
     Scenario("F10", "compactor crash before its commit CAS", compaction.compactor_killed,
              params=(("when", "before"),)),
     Scenario("F11", "compactor crash after its commit CAS", compaction.compactor_killed,
@@ -69,9 +68,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("F19", "checkpoint expiring during a read",
              checkpoint.checkpoint_expiring_during_read),
     Scenario("F20", "clone crash mid-way", clone.clone_crash_midway),
-    Scenario("F21", "destroy during clone", clone.destroy_during_clone, 1),
+    Scenario("F21", "destroy during clone", clone.destroy_during_clone),
     Scenario("F22", "readers during compaction and GC", compaction.reader_during_compaction),
-    Scenario("R01", "rescale under faults", rescale.rescale_pending, 0,
+    Scenario("R01", "rescale under faults", rescale.rescale_pending,
              pending="rescale does not exist yet"),
 )
 

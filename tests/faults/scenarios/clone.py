@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 
-from slatelib.errors import DataError, ObjectMissingError, SlateError
+from slatelib.errors import SlateError
+from slatelib.objstore import ObjectStore
 from slatelib.objstore.url import with_retries
 from slatelib.ops.clone import create_clone
 from slatelib.ops.destroy import destroy
@@ -37,7 +38,9 @@ def _source(world: World) -> tuple[str, CheckpointRecord] | None:
     rec = record_checkpoint(world, lifetime=None, what="clone source checkpoint")
     if rec is None or rec.content is None:
         return None
-    return f"clone{world.rng.randrange(10**6):06d}", rec
+    path = f"clone{world.rng.randrange(10**6):06d}"
+    world.clone_paths.add(path)
+    return path, rec
 
 
 def _adopt(world: World, path: str, content: list[tuple[bytes, bytes]], what: str) -> None:
@@ -83,37 +86,53 @@ def clone_crash_midway(world: World) -> None:
 
 def destroy_during_clone(world: World) -> None:
     """F21: the clone's path is destroyed (hard or soft) while ``create_clone`` is stalled
-    at one of its writes; then the clone resumes. Whatever the outcome, the parent keeps
-    its data, a complete clone reads its source, and GC keeps everything referenced."""
+    at one of its writes, or after the creator died at one of its writes (a half-created
+    clone); then the creator resumes, or a retry runs.
+    Whatever the outcome, the parent keeps its data, a complete clone reads its source
+    and GC keeps everything referenced.
+
+    A hard destroy while the creator runs once left an initialized clone whose final
+    checkpoint it had released (finding K2, ``test_findings.py``): the creator now fails."""
     world.note("F21")
     src = _source(world)
     if src is None:
         return
     path, rec = src
     rng = world.rng
-    gate = Gate(timeout_s=30)
-    layer = gate_layer(world.store, gate)
-    arm(layer, "put_if_absent", rng.choice(("/manifest/", None)), skip=rng.randint(0, 3))
+    concurrent = rng.random() < 0.6
+    soft = rng.random() < 0.5
     outcome: dict[str, str] = {}
 
-    def clone() -> None:
+    def clone(store: ObjectStore) -> None:
         try:
-            create_clone(path, DB, layer, parent_checkpoint=rec.id)  # type: ignore[arg-type]
+            create_clone(path, DB, store, parent_checkpoint=rec.id)
             outcome["clone"] = "created"
-        except (DataError, SlateError) as exc:
+        except SimulatedCrash:
+            outcome["clone"] = "crashed"
+        except SlateError as exc:
             outcome["clone"] = f"{type(exc).__name__}: {exc}"[:160]
 
-    bg = Background(clone, "clone")
-    gate.wait_reached(5)
-    soft = rng.random() < 0.5
+    if concurrent:
+        gate = Gate(timeout_s=30)
+        layer = gate_layer(world.store, gate)
+        arm(layer, "put_if_absent", rng.choice(("/manifest/", None)), skip=rng.randint(0, 3))
+        bg = Background(lambda: clone(layer), "clone")
+        gate.wait_reached(5)
+    else:
+        flaky = FlakyObjectStore(world.raw)
+        flaky.crash(rng.choice(("put_if_absent", None)), None,  # type: ignore[arg-type]
+                    when=rng.choice(("before", "after")), skip=rng.randint(0, 5))
+        clone(flaky)
     try:
         destroy(path, world.store, soft=soft)
         outcome["destroy"] = "destroyed (soft)" if soft else "destroyed (hard)"
-    except (ObjectMissingError, SlateError) as exc:
+    except SlateError as exc:
         outcome["destroy"] = f"{type(exc).__name__}"
-    gate.open()
-    bg.join(60)
-    world.log(f"  destroy during clone {path}: {outcome}")
+    if concurrent:
+        gate.open()
+        bg.join(60)
+    world.log(f"  destroy {'during' if concurrent else 'after a crash of'} clone {path}: "
+              f"{outcome}")
     _settle(world, path, rec, rng)
     gc_now(world, what="gc of the parent after destroy-during-clone")
     readers(world).check("after destroy during clone")

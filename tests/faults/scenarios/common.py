@@ -35,12 +35,15 @@ def maint_settings() -> Settings:
 
 
 # ---------------------------------------------------------------------------- writers
-def fence_previous(world: World, new: Writer, *, keep_previous: bool = False) -> None:
-    """``new`` just opened: every older writer is a zombie from now on."""
+def fence_previous(world: World, new: Writer, *, keep_previous: bool = False,
+                   since: float | None = None) -> None:
+    """``new`` just opened (its open began at ``since``): every older writer is a zombie
+    from now on, and may have noticed from ``since`` on."""
     now = time.monotonic()
     for w in world.writers:
         if w.fenced_at is None:
             w.fenced_at = now
+            w.fencing_since = now if since is None else since
         if not keep_previous and w.alive and not isinstance(w, ChildWriter):
             w.close()
     world.writers.append(new)
@@ -55,11 +58,15 @@ def open_writer(world: World, kind: str | None = None, *, store: ObjectStore | N
     repair); on an expected failure, try again on a fault-free store (twice)."""
     rng = world.rng
     kind = kind or rng.choice(KINDS)
-    if world.needs_slatelib_open and kind == "official":
+    if kind == "official" and not world.official_writer_may_open():
         kind = "slatelib"
     if skew_s:
         world.clock_taint_until = max(world.clock_taint_until,
                                       time.monotonic() + abs(skew_s) + 5.0)
+    if skew_s > 0:  # its clock ticks are in the future: 0.17 writers refuse until then
+        world.official_writers_after = max(world.official_writers_after,
+                                           time.monotonic() + skew_s + 5.0)
+    since = time.monotonic()  # an attempt that failed may still have fenced the others
     for attempt in range(3):
         use = store if attempt == 0 and store is not None else world.store
         try:
@@ -69,21 +76,24 @@ def open_writer(world: World, kind: str | None = None, *, store: ObjectStore | N
             elif kind == "official":
                 w = OfficialWriter.open(world)
             else:
-                opts = {"ops": 3000, "pace": rng.choice((0.002, 0.01, 0.03)),
-                        "flush_every": rng.choice((0, 25, 60)), "skew_s": skew_s}
+                opts: dict[str, Any] = {
+                    "ops": 3000, "pace": rng.choice((0.002, 0.01, 0.03)),
+                    "flush_every": rng.choice((0, 25, 60)), "skew_s": skew_s}
                 opts.update(child or {})
+                if opts.get("official") and not world.official_writer_may_open():
+                    opts["official"] = False
                 cw = ChildWriter.start(world, **opts)  # type: ignore[arg-type]
-                if not cw.wait_open():
+                if not cw.wait_open() and not cw.hooked:
                     cw.close()
                     raise AuditFailure(f"child writer {cw.wid} did not open: {cw.stop_reason}")
-                w = cw
+                w = cw  # (killed by its hook while opening: it may have fenced the others)
         except AuditFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - judged
             world.log(f"  open {kind} failed: {judge(exc, f'open {kind} writer')}")
             continue
         world.log(f"  opened {kind} writer {w.wid} (gen {w.gen})")
-        fence_previous(world, w, keep_previous=keep_previous)
+        fence_previous(world, w, keep_previous=keep_previous, since=since)
         return w
     return None
 
@@ -111,18 +121,26 @@ def write_some(world: World, count: int | None = None) -> None:
 
 # ------------------------------------------------------------------------ maintenance
 def run_compaction_here(world: World, store: ObjectStore | None = None, *,
-                        path: str = DB, what: str = "compaction") -> bool:
+                        path: str = DB, what: str = "compaction",
+                        policy: str | None = None) -> bool:
     """One in-process compaction; True when it committed or had nothing to do."""
+    policy = policy or world.rng.choice(("l0", "full"))
     try:
         report = run_compaction(path, store or world.store, settings=maint_settings(),
-                                policy=world.rng.choice(("l0", "full")), parallelism=2)
-    except CompactorActiveError as exc:
-        raise AuditFailure(f"{what}: refused, but no official compactor runs: {exc}") from exc
+                                policy=policy, parallelism=2)
     except Exception as exc:  # noqa: BLE001 - judged
-        world.log(f"  {what}: {judge(exc, what)}")
+        compaction_failed(world, exc, what)
         return False
-    world.log(f"  {what}: {getattr(report, 'status', 'done')}")
+    world.log(f"  {what}: {report.status}")
     return True
+
+
+def compaction_failed(world: World, exc: BaseException, what: str) -> None:
+    """Judge a compaction's failure. No official compactor ever runs, so a refusal to fence
+    is a failure (also when other slatelib compactions raced it: finding K1)."""
+    if isinstance(exc, CompactorActiveError):
+        raise AuditFailure(f"{what}: refused, but no official compactor runs: {exc}") from exc
+    world.log(f"  {what}: {judge(exc, what)}")
 
 
 def gc_now(world: World, *, kind: str | None = None, min_age: float | None = None,
@@ -205,8 +223,7 @@ def check_exit(proc: Proc, rc: int, what: str) -> None:
 # ------------------------------------------------------------------------ checkpoints
 def required_flushed(world: World) -> dict[str, Any]:
     world.pump()
-    snap = world.ledger.snapshot()
-    return {i: v for i, v in snap.items() if i in world.flushed}
+    return world.ledger.flushed_snapshot()
 
 
 def record_checkpoint(world: World, *, lifetime: float | None, store: ObjectStore | None = None,
@@ -214,7 +231,8 @@ def record_checkpoint(world: World, *, lifetime: float | None, store: ObjectStor
     """Create a checkpoint of the main database and record what both readers show at it:
     every write flushed to L0 before it, nothing never tried."""
     required = required_flushed(world)
-    name = f"h{len(world.checkpoints)}"
+    world.next_checkpoint += 1
+    name = f"h{world.next_checkpoint}"
     try:
         cp = create_checkpoint(DB, store or world.store, lifetime=lifetime, name=name)
     except Exception as exc:  # noqa: BLE001 - judged

@@ -10,6 +10,7 @@ from slatelib.ops.compaction import run_compaction
 from tests.faults.faults import flaky_store, judge
 from tests.faults.scenarios.common import (
     check_exit,
+    compaction_failed,
     ensure_writer,
     gc_now,
     maint_settings,
@@ -76,7 +77,7 @@ def compactors_racing(world: World) -> None:
         second = slate_child(world, "compact-b", *COMPACT)
         rc1, rc2 = first.wait(40), second.wait(40)
         world.log(f"  compactors started at once: exits {rc1}, {rc2}")
-    check_exit(first, rc1, "first racing compactor")
+    check_exit(first, rc1, "first racing compactor")  # exit 7 here was finding K1
     check_exit(second, rc2, "second racing compactor")
     readers(world).check("after racing compactors")
     gc_now(world, what="gc after racing compactors")
@@ -100,7 +101,7 @@ def compactor_lost_commit_response(world: World) -> None:
     except CommitStateUnknownError as exc:
         world.log(f"  compaction commit unknown: {str(exc)[:120]}")
     except Exception as exc:  # noqa: BLE001 - judged
-        world.log(f"  compaction (lost commit response): {judge(exc, 'compaction')}")
+        compaction_failed(world, exc, "compaction (lost commit response)")
     readers(world).check("after a compaction with a lost commit response")
     run_compaction_here(world, what="compaction after an unknown commit")
     gc_now(world, what="gc after an unknown commit")

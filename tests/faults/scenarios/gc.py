@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from slatelib.ops.gc import collect_garbage
 from tests.faults.faults import Gate, arm, flaky_store, gate_layer, judge
@@ -77,26 +78,9 @@ def gc_stalled_writer_resumes(world: World) -> None:
     if world.clock_tainted:
         return  # a stall past min_age with skewed SST ULIDs is outside the GC guarantee
     min_age = rng.choice((0.5, 1.0))
-    if rng.random() < 0.6:
-        gate = Gate(timeout_s=30)
-        layer = gate_layer(world.store, gate)
-        w = open_writer(world, "slatelib", store=layer)  # type: ignore[arg-type]
-        if not isinstance(w, SlateWriter):
-            return
-        arm(layer, "put_if_absent", "/manifest/")  # the next manifest write stalls
-        w.write(rng.randint(10, 30))
-        flush = Background(w.flush, "stalled flush")
-        reached = gate.wait_reached(10)
-        world.log(f"  flush stalled at its manifest CAS: {reached}")
-    else:
-        cw = open_writer(world, "child", child={"pace": 0.005, "flush_every": 15,
-                                                  "l0_bytes": 2500})
-        if not isinstance(cw, ChildWriter):
-            return
-        cw.wait_acks(rng.randint(5, 40), 5)
-        cw.proc.pause()
-        world.log(f"  {cw.wid} paused (SIGSTOP) after {len(cw.acked)} acks")
-        gate, flush = None, None
+    resume = _stall_in_process(world) if rng.random() < 0.6 else _stall_child(world)
+    if resume is None:
+        return
     time.sleep(min_age + 0.3)
     if rng.random() < 0.5:
         run_compaction_here(world, what="compaction while a writer is stalled")
@@ -105,14 +89,44 @@ def gc_stalled_writer_resumes(world: World) -> None:
     if rng.random() < 0.4:
         gc_now(world, kind="official", min_age=min_age, audit=False,
                what="official gc while a writer is stalled")
-    if gate is not None and flush is not None:
-        gate.open()
-        flush.join(60)
-    else:
-        cw.proc.resume()
-        cw.wait_acks(len(cw.acked) + 5, 3)
+    resume()
     gc_now(world, kind="slatelib", min_age=min_age, what="gc after the stalled writer resumed")
     readers(world).check("after a stalled writer resumed")
+
+
+def _stall_in_process(world: World) -> Callable[[], None] | None:
+    """A slatelib writer whose next manifest write (its flush's commit) stalls at a gate."""
+    gate = Gate(timeout_s=30)
+    layer = gate_layer(world.store, gate)
+    w = open_writer(world, "slatelib", store=layer)
+    if not isinstance(w, SlateWriter):
+        return None
+    arm(layer, "put_if_absent", "/manifest/")
+    w.write(world.rng.randint(10, 30))
+    flush = Background(w.flush, "stalled flush")
+    world.log(f"  flush stalled at its manifest CAS: {gate.wait_reached(10)}")
+
+    def resume() -> None:
+        gate.open()
+        flush.join(60)
+
+    return resume
+
+
+def _stall_child(world: World) -> Callable[[], None] | None:
+    """A child writer stopped with SIGSTOP (wherever it was) after some acknowledgements."""
+    cw = open_writer(world, "child", child={"pace": 0.005, "flush_every": 15, "l0_bytes": 2500})
+    if not isinstance(cw, ChildWriter):
+        return None
+    cw.wait_acks(world.rng.randint(5, 40), 5)
+    cw.proc.pause()
+    world.log(f"  {cw.wid} paused (SIGSTOP) after {len(cw.acked)} acks")
+
+    def resume() -> None:
+        cw.proc.resume()
+        cw.wait_acks(len(cw.acked) + 5, 3)
+
+    return resume
 
 
 def gc_stalled_resumes_late(world: World) -> None:

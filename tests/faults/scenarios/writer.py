@@ -51,6 +51,8 @@ def writers_open_at_once(world: World) -> None:
     world.note("F02")
     ensure_writer(world)
     other = world.rng.choice(("slatelib", "official"))
+    if not world.official_writer_may_open():
+        other = "slatelib"
     go = threading.Barrier(2, timeout=30)
     box: dict[str, object] = {}
 
@@ -122,12 +124,14 @@ def writer_killed_mid_flush(world: World) -> None:
 
 
 def writer_killed_random(world: World) -> None:
-    """F04: a child writer (1-2 lanes) SIGKILLed after a random number of
-    acknowledgements; then GC, and the next writer."""
+    """F04: a writer process (slatelib with 1-2 writing threads, or official 0.17)
+    SIGKILLed after a random number of acknowledgements; then GC, and the next writer."""
     world.note("F04")
     rng = world.rng
+    official = rng.random() < 0.4
     w = open_writer(world, "child", child={"lanes": rng.choice((1, 2)), "pace": 0.0,
-                                            "flush_every": rng.choice((0, 20))})
+                                            "flush_every": rng.choice((0, 20)),
+                                            "official": official})
     if not isinstance(w, ChildWriter):
         return
     w.wait_acks(rng.randint(1, 120), 10)
@@ -155,6 +159,8 @@ def wal_gap_after_crash(world: World) -> None:
     world.log(f"  {w.wid} (4 in flight) killed after {len(w.acked)} acks")
     readers(world).check("WAL gap before repair")
     open_writer(world, rng.choice(("official", "slatelib", "child")))  # official -> slatelib
+    if world.needs_slatelib_open:
+        return  # no writer could open (faults): the gap waits for the next one
     write_some(world)
     open_writer(world, rng.choice(("official", "slatelib")))
     write_some(world)
