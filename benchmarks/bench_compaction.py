@@ -167,7 +167,7 @@ def worker_main(master: str, src: Path, repeat: int) -> None:
     jobs = []
     for i in range(repeat + 1):  # the first job warms the workers up: reported, not counted
         root = fresh_copy(src, f"ours-{slots}-{i}")
-        args = build_parser().parse_args(["--db", f"file://{root}/{DB}"])
+        args = build_parser().parse_args(["--db", f"file://{root}/{DB}", "--policy", "l0"])
         t = time.perf_counter()
         report, code = run(spark, Settings(), args)
         elapsed = time.perf_counter() - t

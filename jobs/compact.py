@@ -39,6 +39,7 @@ from jobs._common import (
     run_main,
 )
 from slatelib.config import Settings
+from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
@@ -53,6 +54,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jobs/compact.py", description=__doc__.split("\n\n")[0])
     add_common_args(p)
     add_compaction_args(p)
+    mode = p.add_argument_group("standing modes (docs/rfcs/0009-compaction-worker.md)")
+    which = mode.add_mutually_exclusive_group()
+    which.add_argument("--worker", action="store_true",
+                       help="execute the compactions that official 0.17 coordinators "
+                            "(compactor_options.worker = null) schedule; never writes the "
+                            "manifest")
+    which.add_argument("--service", action="store_true",
+                       help="a long-running size-tiered compactor for databases without a "
+                            "compactor of their own")
+    mode.add_argument("--max-concurrent", help="compactions held at once by the application "
+                      "(default [worker] max_concurrent_compactions; with --service, "
+                      "[compaction] db_concurrency)")
+    until = mode.add_mutually_exclusive_group()
+    until.add_argument("--run-for", help="stop after this long, e.g. 10m (then finish or "
+                       "hand back what runs)")
+    until.add_argument("--until-idle", action="store_true",
+                       help="stop once nothing is scheduled and nothing runs")
+    mode.add_argument("--status-file", help="service mode: where to write the periodic JSON "
+                      "status (default [service] status_file)")
     return p
 
 
@@ -66,6 +86,15 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
     Raises:
         InvalidArgumentError: bad options or no database given (before any database runs).
     """
+    if args.worker:
+        from jobs._compact_worker import run_worker
+
+        return run_worker(spark, settings, args, task_fn)
+    if args.service:
+        from jobs._compact_service import run_service
+
+        return run_service(spark, settings, args, task_fn)
+    check_one_shot_args(args)
     targets = resolve_targets(args)
     sources = parse_sources(args.sources)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
@@ -100,6 +129,19 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
               "totals": totals, "databases": results,
               "seconds": round(time.monotonic() - started, 3)}
     return report, code
+
+
+def check_one_shot_args(args: argparse.Namespace) -> None:
+    """Refuse the standing modes' options on a one-shot run.
+
+    Raises:
+        InvalidArgumentError: one of them was given.
+    """
+    given = [f for f, v in (("--max-concurrent", args.max_concurrent),
+                            ("--run-for", args.run_for), ("--until-idle", args.until_idle),
+                            ("--status-file", args.status_file)) if v]
+    if given:
+        raise InvalidArgumentError(f"{', '.join(given)} only apply with --worker or --service")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

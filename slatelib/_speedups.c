@@ -1,9 +1,12 @@
 /*
- * slatelib._speedups: native versions of the SST codec's hot paths (format §7.4-7.9).
+ * slatelib._speedups: native versions of the SST codec's hot paths (format §7.4-7.9), and
+ * of a rescale's range stats (range_stats).
  *
  * The pure-Python code in slatelib/format/{bloom,block,sst}.py is the reference: every
  * function here returns exactly what its `*_py` counterpart returns and rejects exactly what
  * it rejects (tests/unit/format/test_native.py checks this differentially and by fuzzing).
+ * range_stats returns exactly what slatelib.core.rescale_check.RangeStats.of computes
+ * (tests/unit/core/test_rescale_check.py).
  *
  * Error convention: malformed input (a corrupt block, a bad row, an out-of-range argument)
  * raises ValueError; the Python wrappers turn it into CorruptObjectError or
@@ -236,6 +239,253 @@ fail:
     Py_DECREF(seq);
     Py_DECREF(out);
     return NULL;
+}
+
+/* ------------------------------------------------------------------ rescale range stats */
+
+/* BLAKE2b (RFC 7693), unkeyed, 16-byte digest: exactly hashlib.blake2b(digest_size=16), the
+ * per-row hash of slatelib.core.rescale_check.row_digest. Streaming over a row's three
+ * pieces (4-byte LE key length, key, value) without copying them into one buffer. */
+
+static const uint64_t B2_IV[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL,
+    0xA54FF53A5F1D36F1ULL, 0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL,
+    0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
+};
+
+static const unsigned char B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+#define ROTR64(x, b) (uint64_t)(((x) >> (b)) | ((x) << (64 - (b))))
+#define B2_G(a, b, c, d, x, y)                                                            \
+    do {                                                                                  \
+        a = a + b + (x);                                                                  \
+        d = ROTR64(d ^ a, 32);                                                            \
+        c = c + d;                                                                        \
+        b = ROTR64(b ^ c, 24);                                                            \
+        a = a + b + (y);                                                                  \
+        d = ROTR64(d ^ a, 16);                                                            \
+        c = c + d;                                                                        \
+        b = ROTR64(b ^ c, 63);                                                            \
+    } while (0)
+
+typedef struct {
+    uint64_t h[8];
+    uint64_t t;              /* bytes compressed so far (rows are far below 2^64 bytes) */
+    size_t buflen;
+    unsigned char buf[128];
+} Blake2b;
+
+static void b2_compress(Blake2b *s, const unsigned char *block, int last)
+{
+    uint64_t m[16];
+    for (int i = 0; i < 16; i++) {
+        m[i] = load_le64(block + 8 * i);
+    }
+    uint64_t v0 = s->h[0], v1 = s->h[1], v2 = s->h[2], v3 = s->h[3];
+    uint64_t v4 = s->h[4], v5 = s->h[5], v6 = s->h[6], v7 = s->h[7];
+    uint64_t v8 = B2_IV[0], v9 = B2_IV[1], v10 = B2_IV[2], v11 = B2_IV[3];
+    uint64_t v12 = B2_IV[4] ^ s->t, v13 = B2_IV[5];
+    uint64_t v14 = last ? ~B2_IV[6] : B2_IV[6], v15 = B2_IV[7];
+    /* unrolled: the message schedule becomes constant indexes (about 20% faster) */
+#define B2_ROUND(r)                                                                       \
+    do {                                                                                  \
+        B2_G(v0, v4, v8, v12, m[B2_SIGMA[r][0]], m[B2_SIGMA[r][1]]);                      \
+        B2_G(v1, v5, v9, v13, m[B2_SIGMA[r][2]], m[B2_SIGMA[r][3]]);                      \
+        B2_G(v2, v6, v10, v14, m[B2_SIGMA[r][4]], m[B2_SIGMA[r][5]]);                     \
+        B2_G(v3, v7, v11, v15, m[B2_SIGMA[r][6]], m[B2_SIGMA[r][7]]);                     \
+        B2_G(v0, v5, v10, v15, m[B2_SIGMA[r][8]], m[B2_SIGMA[r][9]]);                     \
+        B2_G(v1, v6, v11, v12, m[B2_SIGMA[r][10]], m[B2_SIGMA[r][11]]);                   \
+        B2_G(v2, v7, v8, v13, m[B2_SIGMA[r][12]], m[B2_SIGMA[r][13]]);                    \
+        B2_G(v3, v4, v9, v14, m[B2_SIGMA[r][14]], m[B2_SIGMA[r][15]]);                    \
+    } while (0)
+    B2_ROUND(0);
+    B2_ROUND(1);
+    B2_ROUND(2);
+    B2_ROUND(3);
+    B2_ROUND(4);
+    B2_ROUND(5);
+    B2_ROUND(6);
+    B2_ROUND(7);
+    B2_ROUND(8);
+    B2_ROUND(9);
+    B2_ROUND(10);
+    B2_ROUND(11);
+#undef B2_ROUND
+    s->h[0] ^= v0 ^ v8;
+    s->h[1] ^= v1 ^ v9;
+    s->h[2] ^= v2 ^ v10;
+    s->h[3] ^= v3 ^ v11;
+    s->h[4] ^= v4 ^ v12;
+    s->h[5] ^= v5 ^ v13;
+    s->h[6] ^= v6 ^ v14;
+    s->h[7] ^= v7 ^ v15;
+}
+
+static void b2_init16(Blake2b *s)
+{
+    memcpy(s->h, B2_IV, sizeof s->h);
+    s->h[0] ^= 0x01010000ULL ^ 16u; /* fanout 1, depth 1, no key, 16-byte digest */
+    s->t = 0;
+    s->buflen = 0;
+}
+
+/* The last block (full or not) is compressed by b2_final, so a full buffer waits here
+ * until more input arrives. */
+static void b2_update(Blake2b *s, const unsigned char *in, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    size_t fill = 128 - s->buflen;
+    if (n > fill) {
+        memcpy(s->buf + s->buflen, in, fill);
+        s->t += 128;
+        b2_compress(s, s->buf, 0);
+        s->buflen = 0;
+        in += fill;
+        n -= fill;
+        while (n > 128) {
+            s->t += 128;
+            b2_compress(s, in, 0);
+            in += 128;
+            n -= 128;
+        }
+    }
+    memcpy(s->buf + s->buflen, in, n);
+    s->buflen += n;
+}
+
+/* The 16-byte digest as a little-endian 128-bit integer: h[0] low, h[1] high. */
+static void b2_final16(Blake2b *s, uint64_t *lo, uint64_t *hi)
+{
+    s->t += s->buflen;
+    memset(s->buf + s->buflen, 0, 128 - s->buflen);
+    b2_compress(s, s->buf, 1);
+    *lo = s->h[0];
+    *hi = s->h[1];
+}
+
+/* Add one row to the sums: keys, key + value bytes and the digest mod 2^128 (lo, hi). */
+typedef struct {
+    uint64_t keys;
+    uint64_t nbytes;
+    uint64_t lo;
+    uint64_t hi;
+} RangeAcc;
+
+static int acc_row(RangeAcc *acc, PyObject *key, PyObject *value)
+{
+    ByteSpan k, v;
+    if (span_get(key, &k, "key") < 0) {
+        return -1;
+    }
+    if (span_get(value, &v, "value") < 0) {
+        span_release(&k);
+        return -1;
+    }
+    if ((uint64_t)k.len > 0xFFFFFFFFu) {
+        span_release(&k);
+        span_release(&v);
+        PyErr_SetString(PyExc_ValueError, "key longer than 2^32 - 1 bytes");
+        return -1;
+    }
+    unsigned char len4[4] = {(unsigned char)(k.len & 0xFF), (unsigned char)((k.len >> 8) & 0xFF),
+                             (unsigned char)((k.len >> 16) & 0xFF),
+                             (unsigned char)((k.len >> 24) & 0xFF)};
+    Blake2b s;
+    b2_init16(&s);
+    b2_update(&s, len4, 4);
+    b2_update(&s, k.ptr, (size_t)k.len);
+    b2_update(&s, v.ptr, (size_t)v.len);
+    uint64_t lo, hi;
+    b2_final16(&s, &lo, &hi);
+    acc->keys += 1;
+    acc->nbytes += (uint64_t)k.len + (uint64_t)v.len;
+    acc->lo += lo;
+    acc->hi += hi + (acc->lo < lo);
+    span_release(&k);
+    span_release(&v);
+    return 0;
+}
+
+static int acc_item(RangeAcc *acc, PyObject *item)
+{
+    if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2) {
+        return acc_row(acc, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1));
+    }
+    /* anything else that unpacks into two items, as `for k, v in rows` accepts */
+    PyObject *t = PySequence_Tuple(item);
+    if (t == NULL) {
+        return -1;
+    }
+    int rc;
+    if (PyTuple_GET_SIZE(t) != 2) {
+        PyErr_Format(PyExc_ValueError, "rows must be (key, value) pairs, not %zd items",
+                     PyTuple_GET_SIZE(t));
+        rc = -1;
+    }
+    else {
+        rc = acc_row(acc, PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1));
+    }
+    Py_DECREF(t);
+    return rc;
+}
+
+PyDoc_STRVAR(range_stats_doc,
+"range_stats(rows, /) -> (keys, nbytes, digest)\n\n"
+"Over an iterable of (key, value) bytes-like pairs: the number of rows, the sum of\n"
+"len(key) + len(value), and the sum mod 2**128 of each row's BLAKE2b-128 of\n"
+"len(key) as 4 little-endian bytes + key + value, read as a little-endian integer;\n"
+"identical to slatelib.core.rescale_check.RangeStats.of.");
+
+static PyObject *py_range_stats(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    PyObject *it = PyObject_GetIter(arg);
+    if (it == NULL) {
+        return NULL;
+    }
+    RangeAcc acc = {0, 0, 0, 0};
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        int rc = acc_item(&acc, item);
+        Py_DECREF(item);
+        if (rc < 0) {
+            Py_DECREF(it);
+            return NULL;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *hi = PyLong_FromUnsignedLongLong(acc.hi);
+    PyObject *lo = PyLong_FromUnsignedLongLong(acc.lo);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *high = (hi && shift) ? PyNumber_Lshift(hi, shift) : NULL;
+    PyObject *digest = (high && lo) ? PyNumber_Or(high, lo) : NULL;
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(shift);
+    Py_XDECREF(high);
+    if (digest == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(KKN)", (unsigned long long)acc.keys,
+                         (unsigned long long)acc.nbytes, digest);
 }
 
 /* ------------------------------------------------------------------ bloom filters */
@@ -1559,6 +1809,7 @@ static PyMethodDef module_methods[] = {
     {"bloom_check", py_bloom_check, METH_VARARGS, bloom_check_doc},
     {"decode_block_v2", py_decode_block_v2, METH_O, decode_block_v2_doc},
     {"decode_block_v1", py_decode_block_v1, METH_O, decode_block_v1_doc},
+    {"range_stats", py_range_stats, METH_O, range_stats_doc},
     {NULL, NULL, 0, NULL},
 };
 

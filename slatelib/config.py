@@ -179,7 +179,7 @@ class CompactionSettings:
     """Compaction planning and execution (0.17 names: ``compactor_options`` and its
     ``scheduler_options``/``worker``)."""
 
-    policy: str = "l0"
+    policy: str = "size-tiered"  # 0.17's scheduler: sorted runs stay bounded; l0/full explicit
     min_compaction_sources: int = 4
     max_compaction_sources: int = 8
     include_size_threshold: float = 4.0
@@ -194,6 +194,32 @@ class CompactionSettings:
     tasks_per_slot: int = 1
     task_attempts: int = 3
     db_concurrency: int = 2  # databases of one job run at once (driver threads)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Worker mode (``jobs/compact.py --worker``): executing the compactions an official 0.17
+    coordinator schedules (0.17 names: ``compactor_options.worker`` and
+    ``worker_heartbeat_timeout``)."""
+
+    max_concurrent_compactions: int = 4  # jobs held at once by the whole application
+    compactions_poll_interval: float = field(default=1.0, metadata=DURATION)
+    heartbeat_interval: float = field(default=5.0, metadata=DURATION)
+    worker_heartbeat_timeout: float = field(default=30.0, metadata=DURATION)
+    """The coordinators' setting (0.17 default 30s): heartbeats must come well within it."""
+    discover_interval: float = field(default=60.0, metadata=DURATION)
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Service mode (``jobs/compact.py --service``): a long-running size-tiered scheduler
+    over many databases that have no compactor of their own."""
+
+    poll_interval: float = field(default=5.0, metadata=DURATION)
+    status_interval: float = field(default=10.0, metadata=DURATION)
+    status_file: str = ""  # "" : no status file unless --status-file is given
+    discover_interval: float = field(default=60.0, metadata=DURATION)
+    error_backoff: float = field(default=30.0, metadata=DURATION)
 
 
 @dataclass(frozen=True)
@@ -225,6 +251,8 @@ class Settings:
     writer: WriterSettings = WriterSettings()
     bulk_load: BulkLoadSettings = BulkLoadSettings()
     compaction: CompactionSettings = CompactionSettings()
+    worker: WorkerSettings = WorkerSettings()
+    service: ServiceSettings = ServiceSettings()
     gc: GcSettings = GcSettings()
     retry: RetrySettings = RetrySettings()
 

@@ -135,7 +135,9 @@ def parse_positive(text: str | None, what: str, *, size: bool = False) -> int | 
 def add_compaction_args(p: argparse.ArgumentParser) -> None:
     """The compaction options shared by ``slate compact`` and ``jobs/compact.py``."""
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--policy", help="l0 (default, or [compaction] policy), full, size-tiered")
+    which.add_argument("--policy", help="size-tiered (default, or [compaction] policy: 0.17's "
+                       "scheduler, keeps sorted runs bounded), l0 (every L0 into a new run), "
+                       "full (everything into one bottom run)")
     which.add_argument("--sources", help="explicit sources instead of a policy: "
                        "l0:<view ULID>,sr:<run id>,...")
     p.add_argument("--max-sst-size", help="target output SST size, e.g. 256MiB")

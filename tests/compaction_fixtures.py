@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
 from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows
@@ -83,3 +84,52 @@ def visible(rows_by_source: Iterable[Iterable[Row]],
     """What a reader sees given all versions (any order): the model of a database."""
     srcs = [sorted(rs, key=compacted_order_key) for rs in rows_by_source]
     return dict(resolve_rows(merge_sources(srcs), merge_operator))
+
+
+# --------------------------------------------- a stand-in for a 0.17 coordinator (worker mode)
+def schedule_compaction(store: ObjectStore, root: str) -> int:
+    """What a 0.17 coordinator does before a worker can act: plan (every L0 view) and list
+    the compaction Scheduled in ``compactions/``. Returns its id."""
+    from slatelib.clock import SYSTEM_CLOCK
+    from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction
+    from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
+    from slatelib.store.compactions_store import CompactionsStore
+
+    m = ManifestStore(store, root).read_latest().value
+    cs = CompactionsStore(store, root)
+    cur = cs.try_read_latest()
+    spec = plan_compaction(m, None if cur is None else cur.value, PlanOptions(Policy.L0))
+    assert spec is not None
+    cid = _ids.new(SYSTEM_CLOCK.now_ms())
+    entry = Compaction(id=cid, spec=spec.to_tiered(), status=CompactionStatus.SCHEDULED)
+    if cur is None:
+        cs.write(1, Compactions(compactor_epoch=1, recent_compactions=(entry,)))
+    else:
+        update_versioned(cs, lambda c: replace(c.value, recent_compactions=(
+            *c.value.recent_compactions, entry)))
+    return int(cid)
+
+
+def compaction_entry(store: ObjectStore, root: str, cid: int) -> Any:
+    """The latest compactions file's entry ``cid``."""
+    from slatelib.store.compactions_store import CompactionsStore
+
+    c = CompactionsStore(store, root).read_latest().value.compaction(cid)
+    assert c is not None
+    return c
+
+
+def commit_reported(store: ObjectStore, root: str, cid: int) -> None:
+    """The coordinator's commit of a Compacted entry (the manifest CAS)."""
+    from slatelib.clock import SYSTEM_CLOCK
+    from slatelib.core.compaction_worker import spec_of
+    from slatelib.core.compactions import CompactionStatus
+    from slatelib.ops.compaction.commit import commit_manifest
+
+    c = compaction_entry(store, root, cid)
+    assert c.status == CompactionStatus.COMPACTED
+    ms = ManifestStore(store, root)
+    spec = spec_of(c, ms.read_latest().value)
+    outs = [SstHandle(o.id, o.info, o.format_version) for o in c.output_ssts]
+    commit_manifest(ms, spec, outs, epoch=ms.read_latest().value.compactor_epoch,
+                    checkpoint_lifetime_s=60, clock=SYSTEM_CLOCK, timeout_s=30)

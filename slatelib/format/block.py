@@ -154,12 +154,14 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def decode_block_v2_py(data: bytes) -> list[Row]:
+def decode_block_v2_py(data: bytes | bytearray | memoryview) -> list[Row]:
     """Rows of a decompressed v2 block (reference implementation).
 
     Raises:
         CorruptObjectError: the block is malformed (path and block are added by callers).
     """
+    if not isinstance(data, bytes):  # a memoryview or bytearray: slices must be bytes
+        data = bytes(data)
     try:
         n = len(data)
         num_restarts = int.from_bytes(data[n - 2 : n], "big")

@@ -100,12 +100,14 @@ class BlockBuilderV1:
         return with_offsets_trailer(self._data, self._offsets)
 
 
-def decode_block_v1_py(data: bytes) -> list[Row]:
+def decode_block_v1_py(data: bytes | bytearray | memoryview) -> list[Row]:
     """Rows of a decompressed v1 block (reference implementation).
 
     Raises:
         CorruptObjectError: the block is malformed.
     """
+    if not isinstance(data, bytes):  # a memoryview or bytearray: slices must be bytes
+        data = bytes(data)
     try:
         n = len(data)
         count = int.from_bytes(data[n - 2 : n], "big")

@@ -56,8 +56,17 @@ def test_rendered_command_is_accepted_by_the_job(dag: FakeDag) -> None:
     args = build_parser().parse_args(argv)
     assert args.db == ["s3://bucket/a", "s3://bucket/b"]
     assert args.conf == ["conf/base.toml", "conf/prod.toml"]
-    assert args.policy is None and args.max_sst_size is None and not args.dry_run
+    assert args.policy == "size-tiered"  # a DAG left at its defaults keeps sorted runs bounded
+    assert args.max_sst_size is None and not args.dry_run
     assert args.report == "/var/log/slatelib/compaction-20260101T000000.json"
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("l0", "l0"), ("full", "full"), ("", None)])
+def test_policy_l0_and_full_stay_explicit_choices(dag: FakeDag, policy: str,
+                                                  expected: str | None) -> None:
+    """``""`` leaves the policy to the conf files' ``[compaction] policy``."""
+    args = build_parser().parse_args(render(dag, databases=["s3://bucket/a"], policy=policy))
+    assert args.policy == expected
 
 
 def test_run_conf_overrides_reach_the_job(dag: FakeDag) -> None:

@@ -135,7 +135,7 @@ def test_compaction_commands_rendered_by_airflow_are_accepted_by_the_job(
 ) -> None:
     default, overridden = (compact_parser().parse_args(job_argv(c, "jobs/compact.py"))
                            for c in bag["dags"]["compaction"]["rendered"])
-    assert default.db == [] and not default.dry_run and default.policy is None
+    assert default.db == [] and not default.dry_run and default.policy == "size-tiered"
     assert default.report == f"/var/log/slatelib/compaction-{TS}.json"
     assert (overridden.dbs_file, overridden.policy, overridden.parallelism) == \
         ("/etc/slatelib/dbs.txt", "full", "16")

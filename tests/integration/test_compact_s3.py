@@ -21,7 +21,8 @@ from tests.s3_server import S3Bucket
 pytestmark = pytest.mark.integration
 
 SETTINGS = Settings(sst=SstSettings(block_size=512, compression_codec="lz4", min_filter_keys=8),
-                    compaction=CompactionSettings(min_range_bytes=1, max_sst_size=4096))
+                    compaction=CompactionSettings(policy="l0", min_range_bytes=1,
+                                                  max_sst_size=4096))
 
 
 def test_compaction_on_s3_reads_ranges_and_commits_with_conditional_puts(

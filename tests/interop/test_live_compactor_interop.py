@@ -35,7 +35,7 @@ from tests.interop.official import DbSettings, OfficialDb, OfficialReader, Put, 
 pytestmark = pytest.mark.interop
 
 PATH = "db"
-SETTINGS = Settings(compaction=CompactionSettings(min_range_bytes=1))
+SETTINGS = Settings(compaction=CompactionSettings(policy="l0", min_range_bytes=1))
 POLL_S = 5.0  # 0.17's default compactor poll_interval
 
 

@@ -274,7 +274,11 @@ class RescaleJob:
         with rep.phase("compact"):
             self.compact_all(plan)
         with rep.phase("validate"):
-            if plan.status == "validated":  # a rerun: the sources may be released already
+            recloned = any(rep.targets[i]["clone"].get("created")
+                           for i in range(len(plan.targets)))
+            if plan.status == "validated" and not recloned:
+                # a rerun: the sources may be released already (a target destroyed since and
+                # cloned again by this run is checked again; the clone needed the checkpoint)
                 rep.validation = {**plan.validation, "checked_by": "an earlier run"}
             else:
                 self.validate(plan)

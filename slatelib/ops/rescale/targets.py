@@ -12,7 +12,9 @@
 3. :func:`detach_target`: GC's detach (0.17's ``DetachGcTask``): once no live manifest of the
    target references a source SST, the target's final checkpoint is released in the source
    (:func:`slatelib.ops.gc.clone.release_checkpoint`) and the entry is removed from the
-   target's ``external_dbs`` (:func:`slatelib.ops.gc.clone.drop_external_dbs`).
+   target's ``external_dbs`` (:func:`slatelib.ops.gc.clone.drop_external_dbs`). The marker
+   checkpoints that failed compaction runs left are dropped first
+   (:func:`drop_superseded_claim_markers`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,17 @@ from typing import Any
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
+from slatelib.core.checkpoints import remove_checkpoints
+from slatelib.core.compactor_claim import ClaimRecord
 from slatelib.core.gc_plan import plan_detach
 from slatelib.core.manifest import ExternalDb, Manifest
 from slatelib.core.rescale_plan import PlanTarget, RescalePlan
-from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.errors import (
+    CorruptObjectError,
+    InvalidArgumentError,
+    InvalidDbStateError,
+    ObjectMissingError,
+)
 from slatelib.objstore import ObjectStore
 from slatelib.ops.clone import CloneSource, create_clone_from_sources
 from slatelib.ops.compaction import run_compaction
@@ -36,8 +45,10 @@ from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.destroy import layout_objects
 from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
 from slatelib.ops.gc.state import read_live_set
+from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +68,19 @@ def _entries_of(m: Manifest, plan: RescalePlan) -> list[ExternalDb]:
 
 
 def is_job_target(m: Manifest, plan: RescalePlan, target: PlanTarget) -> bool:
-    """Whether the database at a target path is this job's clone: its ``external_dbs``
-    name each of its sources at the job's checkpoint, or (after detach) none of them."""
+    """Whether the database at a target path is this job's clone: every entry its
+    ``external_dbs`` has for the job's sources names one of its parts' sources at the job's
+    checkpoint, or (after detach) there is none.
+
+    Not every part has an entry: a union clone names only the sources that contribute SSTs
+    (an empty shard has none), and a target may be detached from some sources already."""
     entries = _entries_of(m, plan)
     if not entries:
         return True  # detached (the record proves the path was free when the job began)
     wanted = {(plan.sources[p.source].path, plan.sources[p.source].checkpoint_id)
               for p in target.parts}
     have = {(e.path, str(e.source_checkpoint_id)) for e in entries}
-    return wanted <= have
+    return have <= wanted
 
 
 def check_target_free(store: ObjectStore, path: str) -> None:
@@ -89,13 +104,22 @@ def read_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     """The target's latest manifest (None: not created yet).
 
     Raises:
-        InvalidDbStateError: another database is at the target path.
+        InvalidDbStateError: another database is at the target path, or the target was
+            destroyed while the job ran (a rerun must not report it done: its validation may
+            be an earlier run's).
     """
     latest = ManifestStore(store, target.path).try_read_latest()
     if latest is not None and not is_job_target(latest.value, plan, target):
         raise InvalidDbStateError(
             f"target {target.path!r} is not a clone made by rescale job {plan.job_id} "
             "(its external databases name other sources or checkpoints)")
+    if latest is not None and latest.value.destroyed_at_s is not None:
+        active = ", ".join(active_path(s) for s in plan.source_paths)
+        raise InvalidDbStateError(
+            f"target {target.path!r} of rescale job {plan.job_id} was destroyed (at "
+            f"{latest.value.destroyed_at_s}) while the job ran: the job cannot finish; the "
+            "sources are unchanged. Hard-destroy its targets (`slate --path T destroy "
+            f"--hard`), delete {active} and start again")
     return latest
 
 
@@ -153,6 +177,7 @@ def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
         ManifestMissingError: a checkpoint pins a missing manifest.
     """
     remove_expired_checkpoints(store, target.path, clock)
+    drop_superseded_claim_markers(store, target.path, clock)
     latest = ManifestStore(store, target.path).read_latest()
     live = read_live_set(store, target.path, latest)
     detachable = {e.final_checkpoint_id: e for e in plan_detach(live)
@@ -178,6 +203,47 @@ def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     out.extend({"source": s, "status": "already"} for s in _part_paths(plan, target)
                if s not in seen)
     return out
+
+
+def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -> int:
+    """Remove the target's marker checkpoints of slatelib compactor claims older than its
+    current compactor epoch; returns how many.
+
+    A compaction's fence manifest carries its claim record's marker checkpoint (it lives
+    ``CLAIM_MARKER_LIFETIME_S``, a day), dropped by the commit. A run that failed after its
+    claim was recorded (a store error, a lost response, a killed task) leaves it behind, and
+    the next run drops a stale marker only while its record is still ``claiming``. The
+    marker pins the fence manifest, which references the sources' SSTs, so the target could
+    not be detached (nor the job finish) for a day. A claim of an older epoch is never judged
+    again (claims are judged at the current epoch), so its marker is safe to drop.
+
+    Raises:
+        ConflictError: the manifest kept conflicting.
+    """
+    ms = ManifestStore(store, path)
+    latest = ms.read_latest()
+    if not latest.value.checkpoints:
+        return 0
+    epoch = latest.value.compactor_epoch
+    markers: set[uuid.UUID] = set()
+    for meta in store.list(DbPaths(path).claims_dir):
+        try:
+            rec = ClaimRecord.from_json(store.get(meta.path), path=meta.path)
+        except (ObjectMissingError, CorruptObjectError):
+            continue  # not a record of ours, or gone: nothing to drop for it
+        if rec.epoch < epoch:
+            markers.add(rec.marker)
+    dropped: list[uuid.UUID] = []
+
+    def mutate(cur: StoredManifest) -> Manifest | None:
+        dropped[:] = [c.id for c in cur.value.checkpoints if c.id in markers]
+        return remove_checkpoints(cur.value, set(dropped)) if dropped else None
+
+    if markers & {c.id for c in latest.value.checkpoints}:
+        update_versioned(ms, mutate, clock=clock, current=latest)
+        log.info("rescale target: dropped marker checkpoints of failed compaction runs "
+                 "[target=%s, count=%d]", path, len(dropped))
+    return len(dropped)
 
 
 def _part_paths(plan: RescalePlan, target: PlanTarget) -> Sequence[str]:

@@ -6,22 +6,24 @@ checkpoint it was cloned from, in chunks of about one target SST, by :class:`Sca
 ``StoreSpec`` and a range) that a :data:`Mapper` runs anywhere (threads here, Spark
 executors in the job). Keys, key + value bytes and an order-independent digest must agree
 (:class:`~slatelib.core.rescale_check.RangeStats`), which also proves that every target is
-readable.
+readable. The stats are computed in C (``slatelib._speedups.range_stats``, the same numbers as
+the pure-Python ``RangeStats.of``) when the extension is built: :func:`range_stats`.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_check import RangeStats, compare_stats
 from slatelib.core.rescale_plan import RescalePlan
 from slatelib.errors import DataError, InvalidDbStateError, StorageError, UnavailableError
+from slatelib.format import native
 from slatelib.objstore import ObjectStore, StoreSpec
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.reader import DbReader
@@ -40,6 +42,21 @@ MAX_CHUNKS_PER_TARGET = 64
 
 Mapper = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 """Runs a function over items somewhere and returns the results in item order."""
+
+NativeRangeStats = Callable[[Iterable[tuple[bytes, bytes]]], tuple[int, int, int]]
+
+NATIVE_RANGE_STATS: NativeRangeStats | None = cast(
+    "NativeRangeStats | None", getattr(native.speedups, "range_stats", None))
+"""``slatelib._speedups.range_stats`` (None: the extension is not built, is disabled by
+``SLATELIB_NO_NATIVE``, or is an older build without it)."""
+
+
+def range_stats(rows: Iterable[tuple[bytes, bytes]]) -> RangeStats:
+    """:meth:`RangeStats.of` ``rows``: natively when the extension is built (the same keys,
+    bytes and digest, tests/unit/core/test_rescale_check.py), else in Python."""
+    if NATIVE_RANGE_STATS is None:
+        return RangeStats.of(rows)
+    return RangeStats(*NATIVE_RANGE_STATS(rows))
 
 
 def thread_mapper(workers: int = 4) -> Mapper:
@@ -85,7 +102,7 @@ def run_scan_task(task: ScanTask) -> ScanOutcome:
         with DbReader.open(task.path, task.store.open(), checkpoint=task.checkpoint,
                            mode="latest", merge_operator=load_merge_operator(
                                task.merge_operator)) as reader:
-            return ScanOutcome(task, RangeStats.of(reader.scan(task.start, task.end)))
+            return ScanOutcome(task, range_stats(reader.scan(task.start, task.end)))
     except Exception as exc:  # every failure becomes a value; the driver raises
         log.warning("rescale scan failed [path=%s, error=%s]", task.path, exc)
         return ScanOutcome(task, None, str(exc), type(exc).__name__)
@@ -116,9 +133,12 @@ def reading_checkpoint(store: ObjectStore, plan: RescalePlan, source: int) -> st
 
 def chunk_keys(m: Manifest, *, limit: int = MAX_CHUNKS_PER_TARGET) -> list[bytes]:
     """Keys that cut a target's scan into chunks of about one SST each (its SSTs' first
-    keys, at most ``limit - 1`` of them, evenly picked): stats of disjoint chunks add up,
-    so the chunks run in parallel."""
+    keys but the smallest, at most ``limit - 1`` of them, evenly picked): stats of disjoint
+    chunks add up, so the chunks run in parallel. No SST holds a key below the smallest
+    first key, so a cut there would only add a chunk (a target and a source scan) that
+    reads nothing; the first chunk starts at the beginning of the key space instead."""
     firsts = sorted({m.sst(v.sst_id).info.first_entry or b"" for v in m.all_views()} - {b""})
+    firsts = firsts[1:]
     if len(firsts) < limit:
         return firsts
     step = len(firsts) / (limit - 1)

@@ -70,8 +70,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("F20", "clone crash mid-way", clone.clone_crash_midway),
     Scenario("F21", "destroy during clone", clone.destroy_during_clone),
     Scenario("F22", "readers during compaction and GC", compaction.reader_during_compaction),
-    Scenario("R01", "rescale under faults", rescale.rescale_pending,
-             pending="rescale does not exist yet"),
+    Scenario("R01", "rescale under faults", rescale.rescale_under_faults),
 )
 
 BY_ID = {s.id: s for s in SCENARIOS}

@@ -35,13 +35,28 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, 
 def test_compact_prints_the_report(db: str, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact",
-                       "--parallelism", "2", "--max-sst-size", "2KiB")
+                       "--policy", "l0", "--parallelism", "2", "--max-sst-size", "2KiB")
     assert code == 0 and isinstance(report, dict)
     assert (report["status"], report["tasks"], report["policy"]) == ("committed", 2, "l0")
     assert report["rows_in"] == 300 + 150 + 100 and report["rows_out"] == 300
     assert len(report["outputs"]["ssts"]) > 2  # type: ignore[index]
     m = ManifestStore(open_store(f"file://{tmp_path}"), "db").read_latest().value
     assert m.l0 == () and len(m.compacted[0].views) == len(report["outputs"]["ssts"])  # type: ignore[index]
+
+
+def test_the_default_policy_is_size_tiered(db: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Three L0s are below 0.17's min_compaction_sources (4): nothing to do, no new run."""
+    code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact")
+    assert code == 0 and isinstance(report, dict)
+    assert (report["status"], report["policy"]) == ("nothing_to_do", "size-tiered")
+    new_l0 = [(b"k%03d" % i, 9, VALUE, b"v9", None, NOW_MS) for i in range(0, 300, 7)]
+    flush_l0(open_store(f"file://{tmp_path}"), "db", new_l0)
+    code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact")
+    assert code == 0 and isinstance(report, dict)
+    assert (report["status"], report["policy"], report["destination"]) == \
+        ("committed", "size-tiered", 0)
+    assert report["inputs"]["l0_views"] == 4  # type: ignore[index]
 
 
 def test_compact_dry_run_and_explicit_sources(db: str, tmp_path: Path,

@@ -1,13 +1,32 @@
-"""Checking a rescale (pure): ranges that tile the key space, stats that add up."""
+"""Checking a rescale (pure): ranges that tile the key space, stats that add up, and the
+native range stats (``slatelib._speedups.range_stats``) against the pure-Python reference."""
 
 from __future__ import annotations
 
+import hashlib
+import random
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from slatelib.core.ranges import BytesRange
-from slatelib.core.rescale_check import RangeStats, check_tiling, compare_stats
+from slatelib.core.rescale_check import (
+    DIGEST_MOD,
+    RangeStats,
+    check_tiling,
+    compare_stats,
+    row_digest,
+)
 from slatelib.core.rescale_plan import shard_ranges
 from slatelib.errors import InvalidDbStateError
+from slatelib.format import native
+
+sp = native.speedups
+
+# Row lengths around BLAKE2b's 128-byte block (the 4-byte key length is hashed first).
+EDGE_LENGTHS = [0, 1, 3, 4, 7, 8, 9, 100, 123, 124, 125, 127, 128, 129, 252, 253, 256, 257,
+                1000, 70_000]
 
 
 def test_shard_ranges_tile_the_key_space() -> None:
@@ -34,3 +53,108 @@ def test_range_stats_of_disjoint_parts_add_up() -> None:
     assert compare_stats("db-0", whole, parts) is None
     changed = RangeStats.of(rows[:-1] + [(rows[-1][0], b"other")])
     assert "db-0" in str(compare_stats("db-0", whole, changed))
+
+
+def test_row_digest_is_blake2b_128_of_the_key_length_key_and_value() -> None:
+    for key, value in [(b"", b""), (b"k", b""), (b"", b"v"), (b"key", b"value" * 100)]:
+        ref = hashlib.blake2b(len(key).to_bytes(4, "little") + key + value, digest_size=16)
+        assert row_digest(key, value) == int.from_bytes(ref.digest(), "little")
+        assert RangeStats.of([(key, value)]) == RangeStats(1, len(key) + len(value),
+                                                           row_digest(key, value))
+    # the key length is hashed: moving a byte between key and value changes the digest
+    assert row_digest(b"ab", b"c") != row_digest(b"a", b"bc")
+
+
+# ------------------------------------------------------------------ native range stats
+
+
+@pytest.fixture
+def native_built() -> None:
+    """As in tests/unit/format/test_native.py: without the extension the equivalence
+    cannot be checked, which is a failure, not a skip."""
+    assert sp is not None and hasattr(sp, "range_stats"), (
+        "slatelib._speedups is not built, is older than range_stats, or SLATELIB_NO_NATIVE=1 "
+        "is set: `pip install -e .` builds it in place")
+
+
+needs_native = pytest.mark.usefixtures("native_built")
+
+
+def native_stats(rows: object) -> RangeStats:
+    assert sp is not None
+    return RangeStats(*sp.range_stats(rows))  # type: ignore[attr-defined]
+
+
+def edge_rows() -> list[tuple[bytes, bytes]]:
+    rng = random.Random(7)
+    return [(rng.randbytes(k), rng.randbytes(v)) for k in EDGE_LENGTHS for v in EDGE_LENGTHS
+            if k < 1000 or v < 1000]
+
+
+@needs_native
+def test_native_row_digests_equal_the_reference_at_block_edges() -> None:
+    for key, value in edge_rows():
+        assert native_stats([(key, value)]) == RangeStats(
+            1, len(key) + len(value), row_digest(key, value)), (len(key), len(value))
+
+
+rows_strategy = st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=600)),
+                         max_size=60)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=rows_strategy, cut=st.integers(0, 60))
+def test_native_range_stats_equal_the_reference_and_add_up(
+        rows: list[tuple[bytes, bytes]], cut: int) -> None:
+    whole = native_stats(rows)
+    assert whole == RangeStats.of(rows)
+    assert native_stats(iter(rows[:cut])) + native_stats(rows[cut:]) == whole
+    assert RangeStats.of(rows[:cut]) + RangeStats.of(rows[cut:]) == whole
+
+
+@needs_native
+def test_native_digest_sum_wraps_at_2_128_as_the_reference() -> None:
+    rng = random.Random(3)
+    rows = [(rng.randbytes(16), rng.randbytes(100)) for _ in range(5000)]
+    total = native_stats(rows)
+    assert total == RangeStats.of(rows)
+    assert sum(row_digest(k, v) for k, v in rows) >= DIGEST_MOD > total.digest  # it wrapped
+
+
+@needs_native
+def test_native_range_stats_take_any_iterable_of_bytes_like_pairs() -> None:
+    rows = [(b"a", b"1"), (b"", b""), (b"c", b"3" * 300)]
+    expected = RangeStats.of(rows)
+
+    def gen() -> object:
+        yield from rows
+
+    assert native_stats(gen()) == expected
+    assert native_stats([[k, v] for k, v in rows]) == expected
+    assert native_stats([(memoryview(k), bytearray(v)) for k, v in rows]) == expected
+    assert native_stats([]) == RangeStats()
+
+
+@needs_native
+@pytest.mark.parametrize("rows, error", [
+    ([(b"a",)], ValueError),
+    ([(b"a", b"b", b"c")], ValueError),
+    ([("a", b"b")], TypeError),
+    ([(b"a", None)], TypeError),
+    ([1], TypeError),
+    (5, TypeError),
+])
+def test_native_range_stats_refuse_what_is_not_rows(rows: object, error: type) -> None:
+    with pytest.raises(error):
+        native_stats(rows)
+
+
+@needs_native
+def test_native_range_stats_pass_on_the_iterators_error() -> None:
+    def failing() -> object:
+        yield b"k", b"v"
+        raise KeyError("scan failed")
+
+    with pytest.raises(KeyError, match="scan failed"):
+        native_stats(failing())

@@ -108,3 +108,22 @@ def test_invalid_flag_combination_is_corruption() -> None:
     block[3 + 1 + 8] = 0x09  # TOMBSTONE | MERGE_OPERAND
     with pytest.raises(CorruptObjectError):
         decode_block_v2(bytes(block))
+
+
+@pytest.mark.parametrize("wrap", [memoryview, bytearray])
+def test_reference_decoders_take_a_memoryview_and_return_bytes(wrap: type) -> None:
+    """Compaction hands blocks to the decoder as memoryviews of the fetched range; the
+    pure-Python decoders (executors without the C extension) must return bytes keys and
+    values, as the native ones do (regression: shared prefixes failed with TypeError)."""
+    from slatelib.format.block import decode_block_v2_py
+    from slatelib.format.block_v1 import BlockBuilderV1, decode_block_v1_py
+
+    rows = [(b"key%03d" % i, 10 + i, VALUE, b"v" * i, None, None) for i in range(40)]
+    got = decode_block_v2_py(wrap(encode_block_v2(rows)))  # type: ignore[arg-type]
+    assert got == rows and all(type(r[0]) is bytes and type(r[3]) is bytes for r in got)
+    b1 = BlockBuilderV1(4096)
+    for r in rows:
+        assert b1.add(r)
+    got1 = decode_block_v1_py(wrap(b1.finish()))  # type: ignore[arg-type]
+    assert [(r[0], r[3]) for r in got1] == [(r[0], r[3]) for r in rows]
+    assert all(type(r[0]) is bytes for r in got1)

@@ -736,7 +736,9 @@ def test_golden_ssts_reencode_identically_with_the_reference_writer(
 
 @pytest.mark.slow
 def test_format_suite_passes_without_the_extension() -> None:
-    """Golden, round-trip and corruption tests of block/bloom/SST on the pure-Python path."""
+    """Golden, round-trip and corruption tests of block/bloom/SST, and the compaction tasks
+    that decode fetched blocks as memoryviews, on the pure-Python path (executors that get
+    slatelib without its extension, e.g. from a --py-files zip, run it)."""
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c", "from slatelib.format import native; print(native.HAVE_NATIVE)"],
@@ -745,6 +747,7 @@ def test_format_suite_passes_without_the_extension() -> None:
     assert probe.stdout.strip() == "False"
     tests = [f"tests/unit/format/{t}"
              for t in ("test_sst.py", "test_block.py", "test_block_v1.py", "test_bloom.py")]
+    tests.append("tests/unit/ops/compaction/test_execute.py")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         cwd=REPO, env=env, capture_output=True, text=True,

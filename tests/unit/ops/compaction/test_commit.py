@@ -57,7 +57,8 @@ def store() -> ObjectStore:
 
 
 def settings(**compaction: object) -> Settings:
-    base = {"min_range_bytes": 1}
+    # these runs are about l0 compactions (the settings default is size-tiered)
+    base = {"policy": "l0", "min_range_bytes": 1}
     base.update(compaction)
     return Settings(sst=SstSettings(block_size=256, min_filter_keys=4),
                     compaction=CompactionSettings(**base))  # type: ignore[arg-type]

@@ -77,10 +77,26 @@ def test_scans_are_cut_into_chunks_that_add_up(store: ObjectStore) -> None:
     m = ManifestStore(store, "whole").read_latest().value
     keys = chunk_keys(m)
     assert len(keys) >= 3 and chunk_keys(m, limit=3) == [keys[0], keys[len(keys) // 2]]
+    firsts = sorted({m.sst(v.sst_id).info.first_entry or b"" for v in m.all_views()})
+    assert keys == firsts[1:]  # no cut below the first SST: that chunk would hold nothing
     plan = plan_merge("j", [("src", str(cp.id)), ("src2", str(cp.id))], "whole", now_ms=1)
     plan = replace(plan, sources=plan.sources[:1],
                    targets=(replace(plan.targets[0], parts=plan.targets[0].parts[:1]),))
     tasks = scan_tasks(store, plan, None)
     assert len([t for t in tasks if t.side == "target"]) == len(keys) + 1
+    assert all(run_scan_task(t).stats.keys > 0 for t in tasks)  # type: ignore[union-attr]
     [check] = check_targets(store, plan, thread_mapper(2), None)
     assert check.problem is None and check.actual.keys == 20
+
+
+def test_scans_use_the_native_range_stats_when_built(store: ObjectStore,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.format import native
+    from slatelib.ops.rescale import validate
+
+    assert (validate.NATIVE_RANGE_STATS is not None) == (
+        native.speedups is not None and hasattr(native.speedups, "range_stats"))
+    task = ScanTask(store.spec, "src", None, b"k03", None, None, 0, "source")
+    fast = run_scan_task(task).stats
+    monkeypatch.setattr(validate, "NATIVE_RANGE_STATS", None)
+    assert run_scan_task(task).stats == fast and fast is not None and fast.keys == 17

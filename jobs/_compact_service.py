@@ -1,0 +1,102 @@
+"""``jobs/compact.py --service``: the long-running size-tiered compaction service on Spark.
+
+    spark-submit jobs/compact.py --service --db URL [--db URL ...] [--dbs-file FILE]
+        [--discover PREFIX] [--max-concurrent N] [--run-for DURATION | --until-idle]
+        [--status-file FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
+
+Thin over :class:`slatelib.ops.compaction.service.CompactionService`: the databases come
+from the usual selection (``--discover`` is listed again every ``[service]
+discover_interval``), each compaction's key ranges run on the executors through
+:class:`jobs._compact_spark.SparkTaskRunner`, SIGTERM and SIGINT stop the service (a second
+one abandons the running compactions and cancels their Spark jobs). Without Spark (tests)
+the key ranges run on threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs._common import resolve_targets
+from slatelib.config import Settings, parse_duration
+from slatelib.core.compaction_plan import Policy
+from slatelib.errors import InvalidArgumentError
+from slatelib.flags import parse_positive
+from slatelib.ops.compaction import CompactionTask, TaskOutcome
+from slatelib.ops.compaction.runner import TaskRunner
+from slatelib.ops.compaction.service import CompactionService, ServiceDb, stop_on_signals
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SERVICE_LOGGER = "slatelib.ops.compaction.service"
+
+
+def check_service_args(args: argparse.Namespace) -> None:
+    """Refuse what a standing size-tiered service cannot do.
+
+    Raises:
+        InvalidArgumentError: ``--dry-run``, ``--takeover``, ``--sources`` or a policy other
+            than size-tiered.
+    """
+    if args.dry_run or args.takeover or args.sources:
+        flag = "--dry-run" if args.dry_run else "--takeover" if args.takeover else "--sources"
+        raise InvalidArgumentError(
+            f"{flag} does not apply with --service (run a one-shot compaction; the service "
+            "never takes a foreign compactor over)")
+    if args.policy is not None and Policy.parse(args.policy) != Policy.SIZE_TIERED:
+        raise InvalidArgumentError(
+            f"--service schedules by 0.17's size-tiered rules; --policy {args.policy} is a "
+            "one-shot choice")
+
+
+def service_dbs(args: argparse.Namespace) -> list[ServiceDb]:
+    return [ServiceDb(t.name, t.path, t.store_url) for t in resolve_targets(args)]
+
+
+def run_service(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
+                task_fn: Callable[[CompactionTask], TaskOutcome]) -> tuple[dict[str, Any], int]:
+    """Run the service until it stops. Returns the final report and the exit code.
+
+    Raises:
+        InvalidArgumentError: bad options or no database given (before anything runs).
+    """
+    check_service_args(args)
+    databases = service_dbs(args)
+    max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
+    parallelism = parse_positive(args.parallelism, "--parallelism")
+    if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
+        parallelism = spark.sparkContext.defaultParallelism
+    runner_factory: Callable[[ServiceDb], TaskRunner] | None = None
+    on_abandon: Callable[[], None] | None = None
+    if spark is not None:
+        from jobs._compact_spark import SparkTaskRunner
+
+        def runner_factory(db: ServiceDb) -> TaskRunner:
+            return SparkTaskRunner(spark, label=f"compact {db.name}", task_fn=task_fn)
+
+        on_abandon = spark.sparkContext.cancelAllJobs
+
+    def rediscover() -> Sequence[ServiceDb]:
+        return service_dbs(args)
+
+    service = CompactionService(
+        databases, settings=settings,
+        max_concurrent=parse_positive(args.max_concurrent, "--max-concurrent"),
+        run_for=None if args.run_for is None else parse_duration(args.run_for,
+                                                                 what="--run-for"),
+        until_idle=args.until_idle, status_file=args.status_file, parallelism=parallelism,
+        max_sst_size=max_sst, runner_factory=runner_factory, task_fn=task_fn,
+        discover=rediscover if args.discover else None, on_abandon=on_abandon,
+    )
+    logger = logging.getLogger(SERVICE_LOGGER)
+    level = logger.level
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)  # a line per compaction is the service's output
+    try:
+        with stop_on_signals(service):
+            return service.run()
+    finally:
+        logger.setLevel(level)

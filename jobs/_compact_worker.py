@@ -1,0 +1,134 @@
+"""``jobs/compact.py --worker``: the Spark side of worker mode, thin over
+:class:`slatelib.ops.compaction.worker.CompactionWorker`.
+
+The driver polls and claims, heartbeats and reports; each claimed compaction's key ranges
+run on the executors as one Spark job per range (so that each finished range is recorded
+in the job's context at once). SIGTERM and SIGINT hand running jobs back to their
+coordinators (Scheduled) and stop; ``--run-for`` and ``--until-idle`` stop claiming and
+finish what runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from jobs._common import resolve_targets
+from slatelib.config import Settings, parse_duration
+from slatelib.errors import InvalidArgumentError
+from slatelib.exit_codes import EXIT_OK
+from slatelib.flags import parse_positive
+from slatelib.objstore import ObjectStore, open_store
+from slatelib.ops.compaction import CompactionTask, TaskOutcome
+from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("slatelib.jobs.compact")
+
+ONE_SHOT_ONLY = ("policy", "sources", "dry_run", "takeover")
+
+
+def check_worker_args(args: argparse.Namespace) -> None:
+    """Raises:
+        InvalidArgumentError: an option of one-shot runs was given with ``--worker``."""
+    given = [f"--{n.replace('_', '-')}" for n in ONE_SHOT_ONLY if getattr(args, n, None)]
+    if args.status_file:
+        given.append("--status-file")
+    if given:
+        raise InvalidArgumentError(
+            f"{', '.join(given)} cannot be used with --worker: the coordinator decides what "
+            "to compact and commits it")
+
+
+def worker_options(settings: Settings, args: argparse.Namespace) -> WorkerOptions:
+    """The worker's options: settings, then the flags.
+
+    Raises:
+        InvalidArgumentError: a bad flag or setting.
+    """
+    opts = WorkerOptions.from_settings(
+        settings,
+        max_concurrent=parse_positive(args.max_concurrent, "--max-concurrent"),
+        run_for_s=None if args.run_for is None else parse_duration(args.run_for,
+                                                                    what="--run-for"),
+        until_idle=bool(args.until_idle) or None,
+    )
+    opts.check()
+    return opts
+
+
+def database_lister(args: argparse.Namespace) -> Callable[[], list[WorkerDb]]:
+    """The databases the arguments name, re-resolved on each call (``--discover`` finds
+    new ones), with one store per store URL."""
+    stores: dict[str, ObjectStore] = {}
+
+    def databases() -> list[WorkerDb]:
+        out = []
+        for t in resolve_targets(args):
+            store = stores.get(t.store_url)
+            if store is None:
+                store = stores[t.store_url] = open_store(t.store_url)
+            out.append(WorkerDb(t.name, t.path, store))
+        return out
+
+    return databases
+
+
+@contextmanager
+def stop_on_signals(worker: CompactionWorker) -> Iterator[None]:
+    """SIGTERM/SIGINT hand running jobs back and stop the worker (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        log.warning("worker: signal %d: handing running jobs back and stopping", signum)
+        worker.stop(release=True)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
+               task_fn: Callable[[CompactionTask], TaskOutcome],
+               ) -> tuple[dict[str, Any], int]:
+    """Run worker mode until it stops. Returns the report and the exit code (0 unless the
+    arguments were bad: failing jobs are handed back and reported, not fatal).
+
+    Raises:
+        InvalidArgumentError: bad options, or no database given.
+    """
+    check_worker_args(args)
+    max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
+    if max_sst is not None:
+        settings = replace(settings, compaction=replace(settings.compaction,
+                                                        max_sst_size=max_sst))
+    opts = worker_options(settings, args)
+    databases = database_lister(args)
+    databases()  # fail fast on a bad URL or an empty selection
+    runner = None
+    slots = parse_positive(args.parallelism, "--parallelism")
+    if spark is not None:
+        from jobs._compact_spark import SparkTaskRunner
+
+        runner = SparkTaskRunner(spark, label="worker", task_fn=task_fn)
+        slots = slots or spark.sparkContext.defaultParallelism
+    worker = CompactionWorker(databases, settings=settings, options=opts, runner=runner,
+                              slots=slots)
+    with stop_on_signals(worker):
+        report = worker.run()
+    report["job"] = "compact"
+    report["status"] = "ok"
+    return report, EXIT_OK
