@@ -3,7 +3,10 @@
 Layering (later wins): defaults in this module (mirrored in ``conf/base.toml``), then each
 TOML file passed to :func:`load_settings` in order, then ``SLATELIB_<SECTION>__<KEY>``
 environment variables (e.g. ``SLATELIB_WRITER__FLUSH_INTERVAL=50ms``). Unknown keys are
-errors that name the file (or variable) and the key.
+errors that name the file (or variable) and the key; an unknown ``SLATELIB_*__*`` variable's
+error also names the closest known variable. Any other ``SLATELIB_*`` variable that nothing
+reads (``SLATELIB_S3_ENDPIONT``) gets one warning per process naming the closest known name
+(:func:`warn_unknown_env`); the S3 options reader checks the same way.
 
 Names and units follow SlateDB 0.17's ``Settings`` where the meaning matches
 (``flush_interval = "100ms"``, ``l0_sst_size_bytes``, ``min_filter_keys``, ...): durations
@@ -14,6 +17,8 @@ integers or strings with a binary unit ("64MiB").
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import math
 import os
 import re
@@ -28,6 +33,23 @@ from typing import Any
 from slatelib.errors import InvalidArgumentError
 
 ENV_PREFIX = "SLATELIB_"
+
+log = logging.getLogger(__name__)
+
+OTHER_ENV_NAMES: frozenset[str] = frozenset({
+    # read by slatelib.objstore.url (S3 options and credentials)
+    "SLATELIB_S3_ENDPOINT", "SLATELIB_S3_REGION", "SLATELIB_S3_ALLOW_HTTP",
+    "SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST", "SLATELIB_S3_ACCESS_KEY_ID",
+    "SLATELIB_S3_SECRET_ACCESS_KEY", "SLATELIB_S3_SESSION_TOKEN",
+    # read by slatelib.format.native, jobs/_spark.py and the Airflow tests
+    "SLATELIB_NO_NATIVE", "SLATELIB_SPARK_MASTER", "SLATELIB_SPARK_LOG_LEVEL",
+    "SLATELIB_AIRFLOW_PYTHON",
+})
+"""``SLATELIB_*`` environment variables other than the ``SLATELIB_<SECTION>__<KEY>`` settings:
+the known names :func:`warn_unknown_env` does not warn about."""
+
+_warned_env: set[str] = set()
+_S3_SECTION = ENV_PREFIX + "S3__"
 
 _DURATION_UNITS = {
     "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
@@ -319,14 +341,70 @@ def _apply(obj: Any, data: Mapping[str, Any], where: str) -> Any:
     return dataclasses.replace(obj, **changes) if changes else obj
 
 
+def settings_env_names() -> list[str]:
+    """Every ``SLATELIB_<SECTION>__<KEY>`` variable that sets a setting."""
+    return [
+        f"{ENV_PREFIX}{section.name.upper()}__{f.name.upper()}"
+        for section in dataclasses.fields(Settings)
+        for f in dataclasses.fields(getattr(Settings(), section.name))
+    ]
+
+
+def known_env_names() -> list[str]:
+    """Every ``SLATELIB_*`` environment variable slatelib reads."""
+    return sorted({*settings_env_names(), *OTHER_ENV_NAMES})
+
+
+def closest_env_name(name: str) -> str | None:
+    """The known ``SLATELIB_*`` variable ``name`` most likely misspells (None: none close)."""
+    found = difflib.get_close_matches(name.upper(), known_env_names(), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _unknown_env_text(name: str) -> str:
+    close = closest_env_name(name)
+    hint = f"did you mean {close}?" if close else "no known SLATELIB_* variable is close"
+    return f"unknown environment variable {name} ({hint})"
+
+
+def warn_unknown_env(env: Mapping[str, str], *, only_prefix: str = ENV_PREFIX) -> list[str]:
+    """Warn (logging, so on stderr by default) once per process about each ``SLATELIB_*``
+    variable in ``env`` that starts with ``only_prefix`` and that slatelib does not read,
+    naming the closest known name. ``SLATELIB_<SECTION>__<KEY>`` names are left to
+    :func:`load_settings`, which refuses unknown ones (except ``SLATELIB_S3__*``, which it
+    ignores: S3 is not a settings section). Returns the names warned about now.
+    """
+    known = set(known_env_names())
+    warned: list[str] = []
+    for name in sorted(env):
+        if (not name.startswith(only_prefix) or name in known or name in _warned_env
+                or ("__" in name and not name.startswith(_S3_SECTION))):
+            continue
+        _warned_env.add(name)
+        warned.append(name)
+        log.warning("%s: ignored", _unknown_env_text(name))
+    return warned
+
+
 def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The ``SLATELIB_<SECTION>__<KEY>`` settings in ``env``, by section and key.
+
+    Raises:
+        InvalidArgumentError: a section or key that does not exist, naming the variable and
+            the closest known variable.
+    """
+    known = set(settings_env_names())
     out: dict[str, dict[str, str]] = {}
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        section, _, key = name[len(ENV_PREFIX):].partition("__")
-        if section.lower() in ("s3",):  # store credentials are read by slatelib.objstore
+        if name.startswith(_S3_SECTION):  # not a section: S3 options are SLATELIB_S3_*
             continue
+        section, _, key = name[len(ENV_PREFIX):].partition("__")
+        if name not in known:
+            raise InvalidArgumentError(
+                f"environment (SLATELIB_*): no setting {section.lower()}.{key.lower()}: "
+                f"{_unknown_env_text(name)}")
         out.setdefault(section.lower(), {})[key.lower()] = value
     return out
 
@@ -357,6 +435,7 @@ def load_settings(
             raise InvalidArgumentError(f"settings file {p} is not valid TOML: {exc}") from exc
         settings = _apply(settings, data, str(p))
     env_map = os.environ if env is None else env
+    warn_unknown_env(env_map)
     for section, values in _env_overrides(env_map).items():
         settings = _apply(settings, {section: values}, "environment (SLATELIB_*)")
     return settings

@@ -10,9 +10,14 @@ They follow design doc 'checkpoints and clones' (docs/design.md).
     clone --source SPEC [--source SPEC ...] [--dry-run]
     destroy [--hard]
 
+Every UUID may be a unique prefix of a checkpoint id of that database (``ls`` and ``gc``
+print 8 characters); every PATH may be a URL inside the store of ``--db``/``--store``
+(``file:///data/parent``, ``s3://bucket/parent``).
+
 A clone ``--source`` SPEC is ``PATH[@CHECKPOINT][:START..END]``:
 
-- ``PATH``: the source database's root in the same store (paths cannot hold ``:``);
+- ``PATH``: the source database's root in the same store (paths cannot hold ``:``), or its
+  URL in that store;
 - ``@CHECKPOINT``: the checkpoint UUID to clone from (default: a new 5-minute ephemeral
   checkpoint of its latest manifest); the last ``@`` starts it, so a path containing ``@``
   ends with a bare ``@`` when no checkpoint is given (``a@b@``);
@@ -31,6 +36,7 @@ checkpoints it would create show as the nil UUID); on a finished clone it prints
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -59,19 +65,22 @@ _LIFETIME_HELP = (
 
 def cmd_create_checkpoint(ctx: Context) -> None:
     a = ctx.args
-    cp = create_checkpoint(ctx.db_path, ctx.store, lifetime=a.lifetime, source=a.source,
+    source = None if a.source is None else ctx.checkpoint_id(a.source, what="--source")
+    cp = create_checkpoint(ctx.db_path, ctx.store, lifetime=a.lifetime, source=source,
                            name=a.name)
     ctx.emit(render_checkpoint(cp))
 
 
 def cmd_refresh_checkpoint(ctx: Context) -> None:
-    cp = refresh_checkpoint(ctx.db_path, ctx.store, ctx.args.id, lifetime=ctx.args.lifetime)
+    cp = refresh_checkpoint(ctx.db_path, ctx.store, ctx.checkpoint_id(ctx.args.id, what="--id"),
+                            lifetime=ctx.args.lifetime)
     ctx.emit(render_checkpoint(cp))
 
 
 def cmd_delete_checkpoint(ctx: Context) -> None:
-    deleted = delete_checkpoint(ctx.db_path, ctx.store, ctx.args.id)
-    ctx.emit({"id": ctx.args.id, "deleted": deleted})
+    cid = ctx.checkpoint_id(ctx.args.id, what="--id")
+    deleted = delete_checkpoint(ctx.db_path, ctx.store, cid)
+    ctx.emit({"id": str(cid), "deleted": deleted})
 
 
 def cmd_list_checkpoints(ctx: Context) -> None:
@@ -98,20 +107,39 @@ def parse_key(text: str, *, what: str = "key") -> bytes:
 
 
 def parse_source_spec(text: str) -> CloneSource:
-    """``PATH[@CHECKPOINT][:START..END]`` (module docstring) as a clone source.
+    """``PATH[@CHECKPOINT][:START..END]`` (module docstring) as a clone source, with a full
+    checkpoint UUID.
 
     Raises:
         InvalidArgumentError: naming what is wrong.
     """
-    where, colon, rng = text.partition(":")
+    src, cp = split_source_spec(text)
+    if cp is None:
+        return src
+    return dataclasses.replace(src, checkpoint=parse_uuid(cp))
+
+
+def split_source_spec(text: str) -> tuple[CloneSource, str | None]:
+    """``PATH[@CHECKPOINT][:START..END]`` as a clone source without its checkpoint, and the
+    checkpoint text (a UUID or a prefix of one; None when not given). ``PATH`` may be a URL.
+
+    Raises:
+        InvalidArgumentError: naming what is wrong.
+    """
+    scheme, sep, after = text.partition("://")
+    if sep and scheme.isalnum():  # a URL: its "scheme://" is not the range's ':'
+        where, colon, rng = after.partition(":")
+        where = scheme + sep + where
+    else:
+        where, colon, rng = text.partition(":")
     path, at, cp = where.rpartition("@")
     if not at:
         path, cp = where, ""
-    checkpoint = parse_uuid(cp) if cp else None
+    checkpoint = cp or None
     if not path:
         raise InvalidArgumentError(f"clone source {text!r} has no path")
     if not colon:
-        return CloneSource(path, checkpoint)
+        return CloneSource(path), checkpoint
     cuts = [i for i in range(len(rng) - 1) if rng.startswith("..", i)]
     if len(cuts) != 1:
         raise InvalidArgumentError(
@@ -121,12 +149,12 @@ def parse_source_spec(text: str) -> CloneSource:
     projection = BytesRange.half_open(
         parse_key(start, what="start key") if start else None,
         parse_key(end, what="end key") if end else None)
-    return CloneSource(path, checkpoint, projection)
+    return CloneSource(path, None, projection), checkpoint
 
 
-def _source_spec(text: str) -> CloneSource:
+def _source_spec(text: str) -> tuple[CloneSource, str | None]:
     try:
-        return parse_source_spec(text)
+        return split_source_spec(text)
     except InvalidArgumentError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -143,18 +171,27 @@ def render_clone_report(r: CloneReport) -> dict[str, Any]:
     }
 
 
+def _resolve_source(ctx: Context, src: CloneSource, raw: str | None) -> CloneSource:
+    """``src`` with its path made store-relative (it may be a URL) and a checkpoint prefix
+    (``raw``) resolved among the source's checkpoints."""
+    path = ctx.path_in_store(src.path, what="clone source")
+    checkpoint = src.checkpoint
+    if raw is not None:
+        checkpoint = ctx.checkpoint_id(raw, db_path=path, what=f"checkpoint of {path!r}")
+    return dataclasses.replace(src, path=path, checkpoint=checkpoint)
+
+
 def cmd_clone(ctx: Context) -> None:
     a = ctx.args
     if a.sources is None:
         if a.parent is None:
             raise InvalidArgumentError("clone needs --parent PATH or one or more --source SPEC")
-        checkpoint = None if a.checkpoint is None else parse_uuid(a.checkpoint)
-        sources = [CloneSource(a.parent, checkpoint)]
+        sources = [_resolve_source(ctx, CloneSource(a.parent, None), a.checkpoint)]
     elif a.checkpoint is not None:
         raise InvalidArgumentError(
             "--checkpoint goes with --parent; with --source write PATH@CHECKPOINT")
     else:
-        sources = a.sources
+        sources = [_resolve_source(ctx, src, cp) for src, cp in a.sources]
     r = create_clone_from_sources(ctx.db_path, sources, ctx.store, dry_run=a.dry_run)
     if r.planned_manifest is not None:
         ctx.emit(render_manifest(r.planned_manifest, r.manifest_id or 1))
@@ -212,7 +249,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       "union of --source PATH[@CHECKPOINT][:START..END] (each projected)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--parent", metavar="PATH",
-                       help="path of the parent database in the same store (a full clone)")
+                       help="path (or URL) of the parent database in the same store (a full "
+                            "clone)")
     which.add_argument("--source", dest="sources", action="append", type=_source_spec,
                        metavar="SPEC",
                        help="a source PATH[@CHECKPOINT][:START..END], repeatable (a union); "

@@ -1,16 +1,24 @@
 """``slate``: parser, global options, dispatch and error reporting.
 
 Command groups live in their own modules, each with ``register(subparsers)``; add new
-ones to :data:`COMMAND_MODULES`.
+ones to :data:`COMMAND_MODULES`. The global options (:data:`GLOBAL_OPTIONS`) are accepted
+before the subcommand and after it (``slate summary --db X``); ``--conf`` and ``-v`` add up
+from both places, and any other given in both places must have the same value.
+
+Commands resolve checkpoint ids with :meth:`Context.checkpoint_id` (a full UUID, or a unique
+prefix of one of the database's checkpoints) and database paths with
+:meth:`Context.path_in_store` (a path in the store, or a URL inside it).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import logging
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +42,7 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url
+from slatelib.objstore.url import split_store_url
 from slatelib.paths import normalize_path
 
 COMMAND_MODULES = [
@@ -41,7 +50,20 @@ COMMAND_MODULES = [
     "slatelib.cli.admin_cmds",
     "slatelib.cli.gc_cmds",
     "slatelib.cli.compact_cmds",
+    "slatelib.cli.config_cmds",
 ]
+
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--db",), {"help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
+    (("--store",), {"help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
+    (("--path",), {"help": "database path inside the store (or a database URL)"}),
+    (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
+    (("--merge-operator",), {"help": "merge operator for reads (builtin: concat)"}),
+    (("-v", "--verbose"), {"action": "count", "default": 0}),
+)
+"""The options every command takes, before or after its name."""
+
+_SUB_PREFIX = "_sub_"
 
 __all__ = [
     "EXIT_COMPACTOR_ACTIVE", "EXIT_CONFLICT", "EXIT_DATA", "EXIT_ERROR", "EXIT_FENCED",
@@ -82,27 +104,142 @@ class Context:
     def emit(self, obj: Any) -> None:
         sys.stdout.write(json.dumps(obj, sort_keys=False) + "\n")
 
+    def path_in_store(self, text: str, *, what: str) -> str:
+        """A database path in this store from ``text``: a path, or a URL (``file:///…``,
+        ``s3://bucket/…``) of a location inside the store of ``--db``/``--store``.
+
+        Raises:
+            InvalidArgumentError: a URL of another store (or outside ``--store``'s root).
+        """
+        if "://" not in text:
+            return normalize_path(text, what=what)
+        root, path = split_store_url(text, what=what)
+        if not self.store_url:
+            raise InvalidArgumentError(f"{what} {text!r}: a URL needs --db or --store too")
+        base_root, base = split_store_url(self.store_url, what="store url")
+        if root == base_root and (not base or path == base or path.startswith(base + "/")):
+            rel = path[len(base):].lstrip("/") if base else path
+            if rel:
+                return normalize_path(rel, what=what)
+        store = join_url(base_root, base)
+        raise InvalidArgumentError(
+            f"{what} {text!r} is not inside the store {store!r} of --db/--store: both "
+            "databases must be in the same store (give a path, or a URL below it)")
+
+    def checkpoint_id(self, text: str, *, db_path: str | None = None,
+                      what: str = "checkpoint id") -> uuid.UUID:
+        """A checkpoint id from a full UUID, or from a unique prefix (``ls`` and ``gc`` print
+        8 characters) of the id of a checkpoint of ``db_path`` (default: the database).
+
+        Raises:
+            InvalidArgumentError: not hex, or a prefix that matches no checkpoint or several
+                (the message lists the candidates).
+        """
+        try:
+            return uuid.UUID(text)
+        except ValueError:
+            pass
+        want = text.strip().lower().replace("-", "")
+        if not want or any(c not in "0123456789abcdef" for c in want):
+            raise InvalidArgumentError(
+                f"{what} {text!r}: not a UUID or a prefix of one (hex digits)")
+        from slatelib.ops.checkpoint import list_checkpoints
+
+        path = self.db_path if db_path is None else db_path
+        ids = [c.id for c in list_checkpoints(path, self.store)]
+        matches = sorted({i for i in ids if i.hex.startswith(want)}, key=str)
+        if len(matches) == 1:
+            return matches[0]
+        shown = matches or sorted(set(ids), key=str)
+        listing = ", ".join(str(i) for i in shown[:20]) or "none"
+        if len(shown) > 20:
+            listing += f", ... ({len(shown)} in all)"
+        if matches:
+            raise InvalidArgumentError(
+                f"{what} {text!r} is ambiguous in {path!r}: it starts {len(matches)} "
+                f"checkpoint ids ({listing}); give more characters")
+        raise InvalidArgumentError(
+            f"{what} {text!r} matches no checkpoint of {path!r} (checkpoints: {listing})")
+
+
+def join_url(root: str, path: str) -> str:
+    """``root`` (a store root URL) joined with ``path``."""
+    if not path:
+        return root
+    return root + path if root.endswith("/") else f"{root}/{path}"
+
+
+def package_version() -> str:
+    """The installed slatelib version (``unknown`` when it is not installed)."""
+    try:
+        return importlib.metadata.version("slatelib")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="slate", description="Inspect and maintain SlateDB 0.17 databases on object storage."
     )
-    p.add_argument("--db", help="database URL, e.g. file:///data/db or s3://bucket/prefix/db")
-    p.add_argument("--store", help="object store URL (file:///dir, memory:///, s3://bucket, ...)")
-    p.add_argument("--path", help="database path inside the store")
-    p.add_argument("--conf", action="append", default=[], help="settings TOML (repeatable)")
-    p.add_argument("--merge-operator", help="merge operator for reads (builtin: concat)")
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("--version", action="version", version=f"slate {package_version()}")
+    for flags, kwargs in GLOBAL_OPTIONS:
+        p.add_argument(*flags, **kwargs)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for command in _leaf_parsers(sub):
+        group = command.add_argument_group("global options (also accepted before COMMAND)")
+        for flags, kwargs in GLOBAL_OPTIONS:
+            dest = flags[-1].lstrip("-").replace("-", "_")
+            group.add_argument(*flags, **{**kwargs, "dest": _SUB_PREFIX + dest,
+                                          "default": argparse.SUPPRESS})
     return p
+
+
+def _leaf_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> list[argparse.ArgumentParser]:
+    """The parsers of every command, ``config show`` rather than ``config``."""
+    out: list[argparse.ArgumentParser] = []
+    for command in sub.choices.values():
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            out.extend(_leaf_parsers(nested[0]))
+        else:
+            out.append(command)
+    return out
+
+
+def _merge_global_options(args: argparse.Namespace) -> None:
+    """Fold the global options given after the subcommand into ``args``.
+
+    Raises:
+        InvalidArgumentError: an option given before and after with different values.
+    """
+    for flags, kwargs in GLOBAL_OPTIONS:
+        dest = flags[-1].lstrip("-").replace("-", "_")
+        sub_dest = _SUB_PREFIX + dest
+        if not hasattr(args, sub_dest):
+            continue
+        late = getattr(args, sub_dest)
+        delattr(args, sub_dest)
+        early = getattr(args, dest)
+        if kwargs.get("action") in ("append", "count"):
+            setattr(args, dest, early + late)
+        elif early is not None and early != late:
+            raise InvalidArgumentError(
+                f"{flags[-1]} given before and after {args.command} with different values "
+                f"({early!r}, {late!r})")
+        else:
+            setattr(args, dest, late)
 
 
 def _context(args: argparse.Namespace) -> Context:
     settings = load_settings(args.conf)
     store_url, path = args.store, args.path
+    if path is not None and "://" in path and not store_url and not args.db:
+        store_url, path = split_db_url(path)  # --path URL: as --db URL
     if args.db:
         if store_url or path:
             raise InvalidArgumentError("--db cannot be combined with --store/--path")
@@ -115,6 +252,10 @@ def _context(args: argparse.Namespace) -> Context:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        _merge_global_options(args)
+    except InvalidArgumentError as exc:
+        parser.error(str(exc))
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,

@@ -43,9 +43,11 @@ def _hex_arg(value: str | None, what: str) -> bytes | None:
 
 def _open_reader(ctx: Context) -> DbReader:
     # Read-only: the read commands never write to the database (no reader checkpoint).
+    raw = getattr(ctx.args, "checkpoint", None)
+    checkpoint = None if raw is None else ctx.checkpoint_id(raw, what="--checkpoint")
     return DbReader.open(
-        ctx.db_path, ctx.store, mode="latest", merge_operator=ctx.args.merge_operator,
-        settings=ctx.settings,
+        ctx.db_path, ctx.store, mode="latest", checkpoint=checkpoint,
+        merge_operator=ctx.args.merge_operator, settings=ctx.settings,
     )
 
 
@@ -205,6 +207,10 @@ def cmd_load(ctx: Context) -> None:
     })
 
 
+_CHECKPOINT_HELP = ("read the version this checkpoint pins (its id or a unique prefix) "
+                    "instead of the latest")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("manifest", help="print a manifest as JSON (latest by default)")
     p.add_argument("--id", type=whole_number(minimum=1), help="manifest id (1 or more)")
@@ -218,10 +224,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--end", help="end key (hex, exclusive)")
     p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
                    help="stop after this many keys (0 or more)")
+    p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("get", help="print the value of one key")
     p.add_argument("key", metavar="HEXKEY")
+    p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
     p.set_defaults(func=cmd_get)
 
     p = sub.add_parser("sst", help="print an SST's footer, info, index, stats and rows")

@@ -17,8 +17,9 @@ Supported URLs (the path part follows the object-path rules of
     - ``endpoint``: ``SLATELIB_S3_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
       ``AWS_ENDPOINT``
     - ``region``: ``SLATELIB_S3_REGION``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``
-    - ``allow_http`` (for an ``http://`` endpoint such as moto): ``SLATELIB_S3_ALLOW_HTTP``,
-      ``AWS_ALLOW_HTTP``
+    - ``allow_http``: ``SLATELIB_S3_ALLOW_HTTP``, ``AWS_ALLOW_HTTP``; inferred ``true``
+      from an ``http://`` endpoint (a local S3 server such as moto or MinIO) unless set
+      explicitly, and an ``http://`` endpoint with ``allow_http`` explicitly false is refused
     - ``virtual_hosted_style_request`` (default: path style):
       ``SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST``, ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``
     - ``access_key_id``, ``secret_access_key``, ``session_token``:
@@ -35,6 +36,12 @@ Supported URLs (the path part follows the object-path rules of
     3 minutes) and any other obstore ``S3Config`` key (``conditional_put``,
     ``request_payer``, ``skip_signature``...). Conditional puts use a second client with
     built-in retries off (see :mod:`slatelib.objstore.obstore_store`).
+
+    Misconfiguration is refused before any request with an ``InvalidArgumentError`` (exit
+    code 2, invalid_input) that names the option or environment variable: an endpoint that
+    is not ``http(s)://host[:port][/path]``, ``http://`` with ``allow_http`` false, a
+    malformed boolean. Each ``SLATELIB_S3_*`` variable that is not one of the above is
+    warned about once (naming the closest known name) and ignored.
 ``gs://bucket[/prefix]``, ``az://container[/prefix]``
     Passed to obstore's ``from_url`` with the options as its config (and obstore's
     ``GOOGLE_*``/``AZURE_*`` environment variables). Not covered by slatelib's tests.
@@ -42,15 +49,18 @@ Supported URLs (the path part follows the object-path rules of
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from obstore.store import LocalStore, MemoryStore, S3Store, from_url
 
+from slatelib.config import warn_unknown_env
 from slatelib.errors import InvalidArgumentError, PathIsFileError, SlateError
 from slatelib.objstore.local_files import file_in_the_way
 from slatelib.objstore.object_store import ObjectStore, check_prefix
@@ -102,7 +112,7 @@ def _parse(url: str, what: str) -> tuple[str, str, str]:
     if not sep or scheme not in SCHEMES:
         raise InvalidArgumentError(
             f"{what} {url!r}: unknown or missing scheme (expected one of "
-            f"{', '.join(s + '://' for s in SCHEMES)})"
+            f"{', '.join(s + '://' for s in SCHEMES)}){_scheme_hint(url, scheme, bool(sep))}"
         )
     if "?" in rest or "#" in rest:
         raise InvalidArgumentError(f"{what} {url!r} must not have a query or fragment")
@@ -115,8 +125,24 @@ def _parse(url: str, what: str) -> tuple[str, str, str]:
     if scheme == "memory" and not _MEMORY_NAME.fullmatch(host):
         raise InvalidArgumentError(f"{what} {url!r}: bad memory store name {host!r}")
     if scheme in ("s3", "gs", "az") and not _HOST.fullmatch(host):
-        raise InvalidArgumentError(f"{what} {url!r}: missing or invalid bucket {host!r}")
+        kind = "container" if scheme == "az" else "bucket"
+        problem = "missing" if not host else f"invalid {kind} name {host!r}:"
+        raise InvalidArgumentError(
+            f"{what} {url!r}: {problem} {kind} (write {scheme}://{kind.upper()}[/path])"
+            if not host else f"{what} {url!r}: {problem} letters, digits, '.', '_' and '-' only"
+        )
     return scheme, host, check_prefix(path, what=f"path of {what} {url!r}")
+
+
+def _scheme_hint(url: str, scheme: str, has_sep: bool) -> str:
+    if not has_sep:
+        if url.startswith("/"):
+            return f"; a local path is written file://{url}"
+        return ""
+    close = difflib.get_close_matches(scheme.lower(), SCHEMES, n=1, cutoff=0.5)
+    if close:
+        return f"; did you mean {close[0]}://?"
+    return ""
 
 
 def _root_url(scheme: str, host: str) -> str:
@@ -312,6 +338,73 @@ def resolve_s3_options(
     return config, None
 
 
+S3_ENDPOINT_KEYS = ("endpoint", "aws_endpoint", "endpoint_url", "aws_endpoint_url")
+"""The obstore ``S3Config`` spellings of the endpoint option."""
+
+
+def s3_option_sources(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """Where each non-credential S3 option of :func:`resolve_s3_options` comes from: ``store
+    option 'KEY'`` or the name of the environment variable."""
+    sources = {k: f"store option {k!r}" for k in options}
+    for key, names in S3_ENV.items():
+        if key not in options:
+            found = next((n for n in names if environ.get(n)), None)
+            if found is not None:
+                sources[key] = found
+    return sources
+
+
+def check_s3_config(config: Mapping[str, str], sources: Mapping[str, str]) -> dict[str, str]:
+    """Validate the resolved S3 ``config`` and infer ``allow_http`` from an ``http://``
+    endpoint (unless given). ``sources`` names where each option came from.
+
+    Raises:
+        InvalidArgumentError: a malformed endpoint or boolean, or an ``http://`` endpoint
+            with ``allow_http`` explicitly false; the message names the option or variable.
+    """
+    out = dict(config)
+
+    def where(key: str) -> str:
+        src = sources.get(key, f"store option {key!r}")
+        return src if src.startswith("store option") else f"{src} (S3 option {key!r})"
+
+    allow_http: bool | None = None
+    if "allow_http" in out:
+        raw = out["allow_http"]
+        try:
+            allow_http = _as_bool("allow_http", raw)
+        except InvalidArgumentError:
+            raise InvalidArgumentError(
+                f"{where('allow_http')} must be true or false, got {raw!r}") from None
+    for key in S3_ENDPOINT_KEYS:
+        if key not in out:
+            continue
+        endpoint = out[key]
+        try:
+            parts = urlsplit(endpoint)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            port_ok = False
+            parts = urlsplit("")
+        host = parts.hostname or ""
+        if (parts.scheme not in ("http", "https") or not host or not port_ok
+                or parts.query or parts.fragment or parts.username or " " in endpoint
+                or not re.fullmatch(r"[A-Za-z0-9._\-:\[\]]+", host)):
+            raise InvalidArgumentError(
+                f"{where(key)} {endpoint!r} is not an endpoint URL: expected "
+                "http://HOST[:PORT] or https://HOST[:PORT] (e.g. http://localhost:9000)")
+        if parts.scheme == "http":
+            if allow_http is False:
+                raise InvalidArgumentError(
+                    f"{where(key)} {endpoint!r} is plain HTTP but {where('allow_http')} is "
+                    f"{out['allow_http']!r}: use an https:// endpoint, or allow HTTP "
+                    "(SLATELIB_S3_ALLOW_HTTP=true)")
+            if allow_http is None:
+                out["allow_http"] = "true"
+                allow_http = True
+    return out
+
+
 def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Credential]:
     value: S3Credential = {
         "access_key_id": creds[0],
@@ -323,7 +416,9 @@ def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Cr
 
 
 def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec) -> ObjectStore:
+    warn_unknown_env(os.environ, only_prefix="SLATELIB_S3_")
     config, creds = resolve_s3_options(opts, os.environ)
+    config = check_s3_config(config, s3_option_sources(opts, os.environ))
     client, retry = _split_client_options(config)
     provider = _static_credentials(creds) if creds else None
     kwargs: dict[str, Any] = dict(config)

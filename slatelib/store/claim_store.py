@@ -7,6 +7,7 @@ slatelib reads; one per (epoch, run), so concurrent runs never overwrite each ot
 from __future__ import annotations
 
 import logging
+import uuid
 
 from slatelib.core.compactor_claim import Activity, ClaimRecord, ClaimVerdict, judge_claim
 from slatelib.core.manifest import Manifest
@@ -48,6 +49,19 @@ class ClaimStore:
                 continue
             except CorruptObjectError as exc:
                 log.warning("ignoring an unreadable claim record [%s]", exc)
+        return out
+
+    def markers_up_to(self, epoch: int) -> set[uuid.UUID]:
+        """The marker checkpoint ids of every readable record of epochs ``<= epoch``: the
+        fence manifests of claims that a claim of a newer epoch supersedes."""
+        out: set[uuid.UUID] = set()
+        for e, path in self._paths():
+            if e > epoch:
+                continue
+            try:
+                out.add(ClaimRecord.from_json(self.store.get(path), path=path).marker)
+            except (ObjectMissingError, CorruptObjectError):
+                continue  # gone, or not a record of ours: nothing to drop for it
         return out
 
     def prune_below(self, epoch: int) -> int:

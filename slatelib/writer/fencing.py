@@ -9,7 +9,11 @@
 3. Fence the WAL as 0.17 does: a zero-byte object at the first WAL id after the contiguous
    run above ``replay_after_wal_id`` (found by listing: a gap left by a crash must not be
    jumped over); when an older writer took that id first, refresh the manifest (are we
-   still the newest?) and try the next free one.
+   still the newest?) and try the next free one. Every object we pass over must have been
+   seen before a manifest read that still shows our epoch: the listing runs after our
+   claim, so it may show the fence of a writer that claimed after us, and the id after
+   that fence is where the newer writer writes its first WAL SST. 0.17 finds its WAL head
+   before claiming and refreshes after every taken id, which keeps the same rule.
 4. Fence window: slatelib writers keep up to ``wal_max_in_flight`` WAL writes in flight, so
    an older writer may still land WAL SSTs just after our fence, and a crashed one may have
    left some behind a gap. We also write zero-byte fences at the next
@@ -60,7 +64,6 @@ WAL_FENCE_WINDOW = 8
 MAX_WAL_SCAN = 4096
 """How far above the fence a stray WAL object may lie before open refuses (a corrupt layout)."""
 _MAX_FENCE_ATTEMPTS = 10_000
-_REFRESH_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -156,13 +159,22 @@ def fence_wal(
     The WAL head is found by listing, not by 0.17's exponential probe, which would jump over
     a gap that a crashed writer with several WAL writes in flight can leave behind.
 
+    Every listing that moves the fence past existing objects is followed by a manifest
+    read before the next put: an object listed after our claim may be the fence of a
+    writer that claimed after us, and taking the id after it would fence that newer writer
+    (its first WAL write goes there) while our own open then fails its final refresh,
+    leaving no writer. A manifest read after the listing that still shows our epoch proves
+    every listed object older than any newer writer's fence (0.17 claims before fencing).
+
     Raises:
         FencedError: a newer writer owns the database.
         UnavailableError: the fence could not be placed after many attempts.
     """
     after = manifest.replay_after_wal_id
     wal_id = first_gap(after, _wal_ids_above(store, wal, after))
-    for attempt in range(1, _MAX_FENCE_ATTEMPTS + 1):
+    if wal_id > after + 1:
+        _refresh_epoch(manifests, epoch)  # the listing, not the claim, put objects before us
+    for _ in range(_MAX_FENCE_ATTEMPTS):
         path = wal.path(wal_id)
         try:
             store.put_if_absent(path, b"")
@@ -173,11 +185,11 @@ def fence_wal(
             if not _exists(store, path):
                 continue  # it did not land: retry the same id
             # An empty object is there: ours or another opener's; take the next id.
-        if attempt % _REFRESH_EVERY == 1:
-            _refresh_epoch(manifests, epoch)
         # An older writer is still writing: jump to its current head (0.17 steps by one,
-        # which a fast writer can outrun for as long as it keeps writing).
+        # which a fast writer can outrun for as long as it keeps writing). List first, then
+        # check the epoch: the objects jumped over are then known to be older writers'.
         wal_id = first_gap(wal_id, _wal_ids_above(store, wal, wal_id))
+        _refresh_epoch(manifests, epoch)
     raise UnavailableError(f"could not place a WAL fence after {_MAX_FENCE_ATTEMPTS} attempts")
 
 

@@ -209,6 +209,17 @@ class SlateWriter(Writer):
             judge(exc, f"{self.wid} close")
 
 
+def official_fenced(exc: BaseException) -> bool:
+    """``exc`` is the official 0.17 binding's "fenced" error, ``Closed(FENCED)`` ("detected
+    newer DB client"). Its open raises it when a newer writer claimed the next epoch while
+    it opened (seen by the manifest refresh after a taken WAL id or by its final refresh),
+    as slatelib's open raises ``FencedError``; a write or flush raises it when its WAL id
+    is taken."""
+    from slatedb.uniffi import CloseReason, Error
+
+    return isinstance(exc, Error.Closed) and exc.reason == CloseReason.FENCED
+
+
 class OfficialWriter(Writer):
     """Official 0.17 ``Db`` in this process: no compactor, no GC of its own, WAL written
     only by explicit flushes (so a write is acknowledged by the flush that follows it)."""

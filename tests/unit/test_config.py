@@ -52,3 +52,31 @@ def test_base_toml_mirrors_the_code_defaults() -> None:
 
     base = Path(__file__).resolve().parents[2] / "conf" / "base.toml"
     assert load_settings(base, env={}) == Settings()
+
+
+def test_unknown_env_settings_name_the_closest_variable() -> None:
+    with pytest.raises(InvalidArgumentError, match="SLATELIB_COMPACTON__POLICY.*did you mean "
+                                                   "SLATELIB_COMPACTION__POLICY"):
+        load_settings(env={"SLATELIB_COMPACTON__POLICY": "l0"})
+
+
+def test_other_unknown_slatelib_variables_warn_once_each(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slatelib import config
+
+    monkeypatch.setattr(config, "_warned_env", set())
+    env = {"SLATELIB_S3_ENDPIONT": "http://x", "SLATELIB_NO_NATIVE": "1",
+           "SLATELIB_S3_REGION": "r", "SLATELIB_S3__X": "1", "OTHER": "1"}
+    with caplog.at_level("WARNING", logger="slatelib.config"):
+        load_settings(env=env)
+        load_settings(env=env)  # once per process, not per load
+        assert config.warn_unknown_env(env) == []
+    texts = [r.getMessage() for r in caplog.records]
+    assert texts == [
+        "unknown environment variable SLATELIB_S3_ENDPIONT (did you mean "
+        "SLATELIB_S3_ENDPOINT?): ignored",
+        "unknown environment variable SLATELIB_S3__X (did you mean SLATELIB_S3_REGION?): "
+        "ignored",
+    ]
+    assert config.closest_env_name("SLATELIB_ZZZZZZZZZZZZZZZZZZZZZZZZZZZZ") is None

@@ -127,6 +127,15 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
     claims = ClaimStore(manifests.store, manifests.root)
     tried: list[ClaimRecord] = []
     verdicts: list[ClaimVerdict] = []
+    superseded: dict[int, set[uuid.UUID]] = {}
+
+    def stale_markers(epoch: int) -> set[uuid.UUID]:
+        """Markers of our claims of epochs up to ``epoch``, which this fence supersedes: a
+        run that failed after its fence (its commit drops the marker) left it pinning its
+        fence manifest, and the SSTs that manifest references, for a day (finding K3)."""
+        if epoch not in superseded:
+            superseded[epoch] = claims.markers_up_to(epoch)
+        return superseded[epoch]
 
     def bump(cur: Versioned[Manifest]) -> Manifest | None:
         check_compactable(cur.value)
@@ -152,9 +161,11 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
         claims.put(record)
         tried.append(record)
         base = cur.value
-        stale = verdict.record
-        if stale is not None and stale.state == ClaimState.CLAIMING:
-            base = remove_checkpoints(base, {stale.marker}) or base  # a killed run's marker
+        stale = stale_markers(cur.value.compactor_epoch)
+        if verdict.record is not None:
+            stale = stale | {verdict.record.marker}
+        if stale & {c.id for c in base.checkpoints}:
+            base = remove_checkpoints(base, stale) or base  # earlier runs' fence markers
         marker = new_checkpoint(base, cur.id + 1, now_s=now_ms / 1000.0,
                                 lifetime_s=CLAIM_MARKER_LIFETIME_S, checkpoint_id=record.marker)
         return replace(add_checkpoint(base, marker), compactor_epoch=base.compactor_epoch + 1)

@@ -28,15 +28,12 @@ from typing import Any
 from slatelib.clock import Clock
 from slatelib.config import Settings
 from slatelib.core.checkpoints import remove_checkpoints
-from slatelib.core.compactor_claim import ClaimRecord
 from slatelib.core.gc_plan import plan_detach
 from slatelib.core.manifest import ExternalDb, Manifest
 from slatelib.core.rescale_plan import PlanTarget, RescalePlan
 from slatelib.errors import (
-    CorruptObjectError,
     InvalidArgumentError,
     InvalidDbStateError,
-    ObjectMissingError,
 )
 from slatelib.objstore import ObjectStore
 from slatelib.ops.clone import CloneSource, create_clone_from_sources
@@ -47,6 +44,7 @@ from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_
 from slatelib.ops.gc.state import read_live_set
 from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
+from slatelib.store.claim_store import ClaimStore
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.txn import update_versioned
 
@@ -224,15 +222,7 @@ def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -
     latest = ms.read_latest()
     if not latest.value.checkpoints:
         return 0
-    epoch = latest.value.compactor_epoch
-    markers: set[uuid.UUID] = set()
-    for meta in store.list(DbPaths(path).claims_dir):
-        try:
-            rec = ClaimRecord.from_json(store.get(meta.path), path=meta.path)
-        except (ObjectMissingError, CorruptObjectError):
-            continue  # not a record of ours, or gone: nothing to drop for it
-        if rec.epoch < epoch:
-            markers.add(rec.marker)
+    markers = ClaimStore(store, path).markers_up_to(latest.value.compactor_epoch - 1)
     dropped: list[uuid.UUID] = []
 
     def mutate(cur: StoredManifest) -> Manifest | None:

@@ -204,3 +204,74 @@ def test_database_url_with_an_empty_leading_segment_is_refused() -> None:
     for url in ("s3://bucket//db", "file:////data/db", "memory:////x"):
         with pytest.raises(InvalidArgumentError, match="empty segment"):
             split_db_url(url)
+
+
+def test_http_endpoint_infers_allow_http() -> None:
+    from slatelib.objstore.url import check_s3_config, s3_option_sources
+
+    env = {"SLATELIB_S3_ENDPOINT": "http://localhost:9000"}
+    config, _ = resolve_s3_options({}, env)
+    assert check_s3_config(config, s3_option_sources({}, env)) == {
+        "endpoint": "http://localhost:9000", "allow_http": "true"}
+    https = {"endpoint": "https://s3.example.com"}
+    assert check_s3_config(https, {}) == https
+    both = {"SLATELIB_S3_ENDPOINT": "http://h:1", "AWS_ALLOW_HTTP": "true"}
+    assert check_s3_config(resolve_s3_options({}, both)[0], s3_option_sources({}, both)) == {
+        "endpoint": "http://h:1", "allow_http": "true"}
+
+
+@pytest.mark.parametrize("env, options, message", [
+    ({"SLATELIB_S3_ENDPOINT": "http://h:9000", "SLATELIB_S3_ALLOW_HTTP": "false"}, {},
+     "SLATELIB_S3_ENDPOINT .* is plain HTTP but SLATELIB_S3_ALLOW_HTTP .* is 'false'"),
+    ({}, {"endpoint": "http://h:9000", "allow_http": False},
+     "store option 'endpoint' .* plain HTTP but store option 'allow_http'"),
+    ({"SLATELIB_S3_ENDPOINT": "htp//bad"}, {}, "SLATELIB_S3_ENDPOINT .* not an endpoint URL"),
+    ({"AWS_ENDPOINT_URL": "ftp://h"}, {}, "AWS_ENDPOINT_URL .* not an endpoint URL"),
+    ({"SLATELIB_S3_ENDPOINT": "http://h:notaport"}, {}, "not an endpoint URL"),
+    ({"SLATELIB_S3_ENDPOINT": "http://"}, {}, "not an endpoint URL"),
+    ({}, {"endpoint": "localhost:9000"}, "store option 'endpoint' .* not an endpoint URL"),
+    ({"SLATELIB_S3_ALLOW_HTTP": "maybe"}, {}, "SLATELIB_S3_ALLOW_HTTP .* true or false"),
+])
+def test_s3_misconfiguration_is_refused_naming_the_variable(
+    env: dict[str, str], options: dict[str, object], message: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("SLATELIB_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
+                 "AWS_ENDPOINT", "SLATELIB_S3_ALLOW_HTTP", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(InvalidArgumentError, match=message):
+        open_raw_store("s3://bucket", **options)  # type: ignore[arg-type]
+
+
+def test_s3_store_opens_with_an_http_endpoint_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLATELIB_S3_ENDPOINT", "http://localhost:9000")
+    monkeypatch.delenv("SLATELIB_S3_ALLOW_HTTP", raising=False)
+    monkeypatch.delenv("AWS_ALLOW_HTTP", raising=False)
+    assert open_raw_store("s3://bucket/db").url == "s3://bucket/db"
+
+
+def test_s3_reader_warns_about_misspelled_s3_variables(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slatelib import config
+
+    monkeypatch.setattr(config, "_warned_env", set())
+    monkeypatch.setenv("SLATELIB_S3_ENDPIONT", "http://localhost:9000")
+    with caplog.at_level("WARNING", logger="slatelib.config"):
+        open_raw_store("s3://bucket")
+    assert [r.getMessage() for r in caplog.records] == [
+        "unknown environment variable SLATELIB_S3_ENDPIONT (did you mean "
+        "SLATELIB_S3_ENDPOINT?): ignored"]
+
+
+@pytest.mark.parametrize("url, message", [
+    ("s3://", r"missing bucket \(write s3://BUCKET\[/path\]\)"),
+    ("az:///x", "missing container"),
+    ("fiel:///data", "did you mean file://"),
+    ("/data/db", "a local path is written file:///data/db"),
+])
+def test_store_url_mistakes_say_how_to_fix_them(url: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        open_raw_store(url)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -120,6 +122,75 @@ def test_a_newer_writers_fence_inside_our_window_stops_the_window_at_once(
         fill_fence_window(store, wal, manifests, 1, epoch)
     store.put_if_absent(wal.path(4), wal_sst(4))  # the newer writer's first WAL write lands
     assert [i for i in range(1, WAL_FENCE_WINDOW + 1) if wal.exists(i)] == [1, 2, 3, 4]
+
+
+def racing_listings(
+    monkeypatch: pytest.MonkeyPatch, *before_listing: Callable[[], object]
+) -> None:
+    """Run ``before_listing[i]`` right before the i-th WAL listing of the fence search."""
+    import slatelib.writer.fencing as fencing
+
+    real = fencing._wal_ids_above
+    calls = iter(before_listing)
+
+    def listing(*args: Any) -> list[int]:
+        action = next(calls, None)
+        if action is not None:
+            action()
+        return real(*args)
+
+    monkeypatch.setattr(fencing, "_wal_ids_above", listing)
+
+
+def test_a_newer_writers_fence_seen_by_our_first_listing_is_not_jumped_over(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """We claim epoch 1; a newer opener (0.17 found its WAL head before claiming) claims 2
+    and fences WAL 1 just before we list the WAL. Taking WAL 2 would take the newer
+    writer's first WAL write, and our final refresh then fails our open too: no writer
+    (F02, seen racing an official 0.17 open). The listing must be checked against the
+    manifest before we place a fence after anything it shows."""
+    manifests, wal = stores(store)
+    claimed, epoch, _ = claim_as_writer(manifests, ensure_database(manifests), clock)
+
+    def newer_opens() -> None:
+        claim_as_writer(manifests, manifests.read_latest(), clock)
+        store.put_if_absent(wal.path(1), b"")
+
+    racing_listings(monkeypatch, newer_opens)
+    with pytest.raises(FencedError):
+        fence_wal(store, wal, manifests, claimed.value, epoch)
+    assert not wal.exists(2)
+    store.put_if_absent(wal.path(2), wal_sst(1))  # the newer writer's first WAL write lands
+
+
+def test_a_newer_writers_fence_seen_after_a_taken_id_is_not_jumped_over(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older writer still writing takes WAL 2 just after our first listing; while we
+    list again to jump to its head, a newer opener claims and fences WAL 3. We must stop
+    instead of fencing WAL 4, the newer writer's first WAL write."""
+    manifests, wal = stores(store)
+    ensure_database(manifests)
+    store.put_if_absent(wal.path(1), wal_sst(1))  # the older writer's last WAL
+    claimed, epoch, _ = claim_as_writer(manifests, manifests.read_latest(), clock)
+
+    real_put = store.put_if_absent
+
+    def newer_opens() -> None:
+        claim_as_writer(manifests, manifests.read_latest(), clock)
+        real_put(wal.path(3), b"")
+
+    def put(path: str, data: bytes) -> None:
+        if path == wal.path(2) and not wal.exists(2):
+            real_put(path, wal_sst(2))  # the older writer lands between our listing and put
+        real_put(path, data)
+
+    racing_listings(monkeypatch, lambda: None, newer_opens)
+    monkeypatch.setattr(store, "put_if_absent", put)
+    with pytest.raises(FencedError):
+        fence_wal(store, wal, manifests, claimed.value, epoch)
+    assert not wal.exists(4)
 
 
 def test_unacknowledged_wal_ssts_after_a_gap_are_replaced_by_fences(store: ObjectStore, clock: FakeClock) -> None:

@@ -492,3 +492,25 @@ def test_a_commit_that_lands_on_its_last_attempt_with_a_lost_response_is_recogni
     assert commits(raw) == 1 and scan(raw) == before
     [entry] = compactions(raw).recent_compactions
     assert entry.status == CompactionStatus.COMPLETED
+
+
+def test_a_run_that_failed_after_its_fence_leaves_no_marker_behind_the_next_run(
+        store: ObjectStore) -> None:
+    """Finding K3 on a plain database: a run that fails after fencing (here a task fails
+    with a damaged block) keeps its fence marker checkpoint, which pins the old SSTs for a
+    day; the next run's fence drops it."""
+    live = fill(store, l0s=3)
+
+    def broken(task: CompactionTask) -> TaskOutcome:
+        from slatelib.errors import CorruptObjectError
+        from slatelib.ops.compaction.task import TaskFailure
+        return TaskFailure.of(task.index, CorruptObjectError("block 2 is damaged"))
+
+    with pytest.raises(Exception, match="block 2 is damaged"):
+        run_compaction(ROOT, store, settings=settings(),
+                       runner=ThreadTaskRunner(2, task_fn=broken))
+    stale = {c.id for c in manifest(store).checkpoints}
+    assert stale, "the failed run's fence marker"
+    run_compaction(ROOT, store, settings=settings())
+    assert not stale & {c.id for c in manifest(store).checkpoints}
+    assert scan(store) == live
