@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale package-jobs flatbuffers clean
+        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker package-jobs flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -96,6 +96,9 @@ bench-gc: $(STAMP) ## official run_gc_once vs jobs/gc.py on ~100k garbage object
 
 bench-rescale: $(STAMP) ## official 0.17 clones + compactor vs jobs/rescale.py: split ~300 MB 4 ways, merge back (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_rescale.py
+
+bench-worker: $(STAMP) ## official 0.17 writer for 60 s: embedded compactor vs coordinator + jobs/compact.py --worker (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_worker.py
 
 package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
 	$(BIN)/python -m pip wheel --no-deps -w dist .

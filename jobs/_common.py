@@ -5,6 +5,12 @@ does not stop the others, and each gets its own result. Up to ``db_concurrency``
 (``[gc]`` / ``[compaction]`` settings) run at once on driver threads. The process exit code
 is 0 when every database succeeded, else the code of the first failed database in argument
 order.
+
+Every job prints one JSON report on stdout, and nothing else there; logging, progress and
+a one-line human summary (the report's ``headline``) go to stderr. Every report has the
+same top level: ``job``, ``status`` (the exit name), ``headline``, ``seconds`` (the wall
+time of the run, Spark's start included), ``totals`` and ``databases`` (one entry each),
+then what is particular to the job.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelib.config import Settings, load_settings
+from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.exit_codes import (
     EXIT_ERROR,
@@ -37,7 +44,41 @@ from slatelib.ops.discover import discover_databases
 log = logging.getLogger("slatelib.jobs")
 
 __all__ = ["EXIT_NAMES", "DbTarget", "add_common_args", "configure_logging", "emit_report",
-           "exit_code_for", "resolve_targets", "run_isolated", "settings_from", "usage_error"]
+           "exit_code_for", "fmt_bytes", "fmt_count", "fmt_seconds", "job_report",
+           "resolve_targets", "run_isolated", "settings_from", "usage_error"]
+
+Headline = Callable[[dict[str, Any]], str]
+
+
+
+
+
+
+
+
+def failed_suffix(report: dict[str, Any]) -> str:
+    """``; 1 of 3 databases failed (data_error)``, or nothing when none failed."""
+    failed = [r for r in report.get("databases", []) if r.get("exit_code")]
+    if not failed:
+        return ""
+    names = sorted({str(r.get("status")) for r in failed})
+    return f"; {len(failed)} of {len(report['databases'])} databases failed ({', '.join(names)})"
+
+
+def job_report(job: str, code: int, *, totals: dict[str, Any], databases: list[dict[str, Any]],
+               seconds: float, headline: Headline | None = None,
+               **extra: Any) -> dict[str, Any]:
+    """A job's report in the shape every job shares: ``job``, ``status``, ``headline``,
+    ``seconds``, ``totals``, ``databases``, then ``extra`` (``headline`` is computed from
+    the rest; :func:`run_main` recomputes it with the run's wall time)."""
+    report: dict[str, Any] = {"job": job, "status": EXIT_NAMES.get(code, "error"),
+                              "headline": "", "seconds": round(seconds, 3), **extra,
+                              "totals": totals, "databases": databases}
+    if headline is not None:
+        report["headline"] = headline(report)
+    else:
+        del report["headline"]
+    return report
 
 
 @dataclass(frozen=True)
@@ -202,10 +243,16 @@ JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int
 
 
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,
-             precheck: Callable[[Settings], None] | None = None) -> int:
+             precheck: Callable[[Settings], None] | None = None,
+             headline: Headline | None = None) -> int:
     """What every job's ``main`` does: logging, settings (and ``precheck``) before Spark
-    starts, ``run(spark, settings, args)``, the report. Returns the exit code (2 for
-    invalid input, printed to stderr)."""
+    starts, ``run(spark, settings, args)``, the report on stdout with ``seconds`` the wall
+    time since ``main`` started (Spark's start-up included), and the ``headline`` last on
+    stderr. Returns the exit code (2 for invalid input, printed to stderr)."""
+    started = time.monotonic()
+    from jobs._spark import separate_stderr
+
+    separate_stderr()  # under spark-submit, stderr would land in stdout
     configure_logging(args.verbose)
     try:
         settings = settings_from(args)
@@ -225,5 +272,11 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     finally:
         if spark is not None:
             spark.stop()
+    report["seconds"] = round(time.monotonic() - started, 3)
+    if headline is not None and (line := headline(report)):
+        report["headline"] = line
     emit_report(report, args.report)
+    if report.get("headline"):
+        sys.stderr.write(report["headline"] + "\n")
+        sys.stderr.flush()
     return code

@@ -10,7 +10,7 @@ Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark t
 tasks are small picklable range specs, executors open their own store from the task's
 ``StoreSpec`` and upload their output SSTs; the driver plans, fences, records the compaction
 in ``compactions/`` and commits. Progress goes to stderr; the JSON report (stdout, and
-``--report FILE``) has, per database, the inputs, outputs, rows and bytes in and out, the
+``--report FILE``; jobs/_common.py describes its top level) has, per database, the inputs, outputs, rows and bytes in and out, the
 versions and tombstones dropped, the seconds per phase and the throughput. Databases are
 isolated: one failing does not stop the others.
 
@@ -30,10 +30,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobs._common import (
-    EXIT_NAMES,
     DbTarget,
     add_common_args,
     exit_code_for,
+    failed_suffix,
+    fmt_bytes,
+    fmt_count,
+    fmt_seconds,
+    job_report,
     resolve_targets,
     run_isolated,
     run_main,
@@ -125,10 +129,44 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
     for key in ("rows_in", "rows_out", "bytes_in", "bytes_out", "versions_dropped",
                 "tombstones_dropped"):
         totals[key] = sum(int(r.get(key, 0)) for r in results)
-    report = {"job": "compact", "dry_run": bool(args.dry_run), "status": EXIT_NAMES[code],
-              "totals": totals, "databases": results,
-              "seconds": round(time.monotonic() - started, 3)}
+    report = job_report("compact", code, totals=totals, databases=results,
+                        seconds=time.monotonic() - started, headline=headline,
+                        dry_run=bool(args.dry_run))
     return report, code
+
+
+def _inputs(results: list[dict[str, Any]]) -> str:
+    l0 = sum(int((r.get("inputs") or {}).get("l0_views", 0)) for r in results)
+    sr = sum(int((r.get("inputs") or {}).get("sorted_runs", 0)) for r in results)
+    parts = ([f"{l0} L0"] if l0 else []) + ([f"{sr} SR"] if sr else [])
+    return " + ".join(parts) or "0 SSTs"
+
+
+def headline(report: dict[str, Any]) -> str:
+    """``compacted 5 L0 (3.9 MB) -> 1 SST (1.8 MB); 42,772 versions dropped; 1.7 s`` (a
+    one-shot run; the standing modes have none)."""
+    if report.get("job") != "compact" or "databases" not in report:
+        return ""
+    dbs = report["databases"]
+    t = report.get("totals", {})
+    secs = fmt_seconds(float(report.get("seconds", 0)))
+    where = f" in {len(dbs)} databases" if len(dbs) > 1 else ""
+    done = [r for r in dbs if r.get("outcome") == "committed"]
+    planned = [r for r in dbs if r.get("outcome") in ("dry_run", "planned")]
+    if done:
+        out = sum(int((r.get("outputs") or {}).get("count", 0)) for r in done)
+        line = (f"compacted {_inputs(done)} ({fmt_bytes(t.get('bytes_in', 0))}) -> "
+                f"{out} SST{'s' if out != 1 else ''} ({fmt_bytes(t.get('bytes_out', 0))}){where}; "
+                f"{fmt_count(int(t.get('versions_dropped', 0)))} versions dropped")
+    elif planned:
+        est = sum(int((r.get("inputs") or {}).get("estimated_bytes", 0)) for r in planned)
+        size = f" (~{fmt_bytes(est)})" if est else ""
+        line = f"dry run: would compact {_inputs(planned)}{size}{where}; nothing written"
+    elif any(r.get("outcome") == "nothing_to_do" for r in dbs):
+        line = "nothing to compact" + where
+    else:
+        line = "compacted nothing"
+    return f"{line}{failed_suffix(report)}; {secs}"
 
 
 def check_one_shot_args(args: argparse.Namespace) -> None:
@@ -146,7 +184,8 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run)
+    return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run,
+                    headline=headline)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Garbage-collect SlateDB databases on Spark.
 
     spark-submit jobs/gc.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
-        [--min-age DURATION] [--force] [--dry-run | --no-dry-run] [--report FILE]
-        [--conf FILE ...] [-v]
+        [--min-age DURATION] [--force] [--dry-run | --no-dry-run] [--decisions FILE]
+        [--report FILE] [--conf FILE ...] [-v]
 
 Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark backend
 (``jobs/_gc_spark.py``): the driver reads the manifests, executors list ``wal/`` and
@@ -10,8 +10,9 @@ Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark back
 does not stop the others, and each has its own entry in the report.
 
 Dry run is the default unless ``[gc] dry_run = false`` is configured or ``--no-dry-run`` is
-given; a dry run prints every decision as a JSON line (``{"db": ..., "action": ...,
-"reason": ...}``) before the report. The report (also written to ``--report FILE``) gives
+given; a dry run writes every decision as a JSON line (``{"db": ..., "action": ...,
+"reason": ...}``) to stderr, or to ``--decisions FILE`` (``-``: stdout, before the report).
+The report (stdout, and ``--report FILE``; jobs/_common.py describes its top level) gives
 per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
 re-check), boundary moves, removed checkpoints, detached clones, refusals, errors and the
 time per phase. Exit code: 0 when every database succeeded, else the first failure's code
@@ -22,16 +23,22 @@ or the path is a file), 6 storage unavailable, 1 other).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from jobs._common import (
     DbTarget,
     add_common_args,
+    failed_suffix,
+    fmt_bytes,
+    fmt_count,
+    fmt_seconds,
+    job_report,
     resolve_targets,
     run_isolated,
     run_main,
@@ -59,7 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action=OnOffFlag, default=None,
                    help="decide and report only; --no-dry-run deletes; giving both is refused "
                         "(default: [gc] dry_run, true)")
+    p.add_argument("--decisions", metavar="FILE",
+                   help="where a dry run writes its decisions, one JSON line each "
+                        "(default: stderr; -: stdout, before the report)")
     return p
+
+
+@contextlib.contextmanager
+def decisions_out(where: str | None) -> Iterator[IO[str]]:
+    """The stream the decision lines go to: ``--decisions`` FILE, ``-`` (stdout) or stderr."""
+    if where and where != "-":
+        with open(where, "w", encoding="utf-8") as f:
+            yield f
+    else:
+        yield sys.stdout if where == "-" else sys.stderr
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], int]:
@@ -69,12 +89,19 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
         InvalidArgumentError: bad options (e.g. ``--min-age`` below the floor without
             ``--force``) or no database given; raised before any database is touched.
     """
-    from jobs._gc_spark import SparkBackend
-
     options = gc_options(settings, min_age=args.min_age, force=args.force)
     options.check()
     targets = resolve_targets(args)
     dry_run = settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
+    with decisions_out(args.decisions if dry_run else None) as out:
+        return _run(spark, settings, args, targets, options, dry_run, out)
+
+
+def _run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
+         targets: list[DbTarget], options: Any, dry_run: bool, out: IO[str],
+         ) -> tuple[dict[str, Any], int]:
+    from jobs._gc_spark import SparkBackend
+
     started = time.monotonic()
     out_lock = threading.Lock()  # decision lines of databases collected at once
 
@@ -87,7 +114,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
         def show(d: GcDecision) -> None:
             line = json.dumps({"db": t.name, **d.to_json()}) + "\n"
             with out_lock:
-                sys.stdout.write(line)
+                out.write(line)
 
         # One backend per database: it holds that database's cached DataFrames.
         backend = SparkBackend(spark, list_partitions=settings.gc.list_partitions,
@@ -95,29 +122,62 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
                                local_threshold=settings.gc.driver_listing_max)
         report = run_gc(open_store(t.store_url), t.path, options, dry_run=dry_run,
                         backend=backend, on_decision=show if dry_run else None)
-        out = report.to_json()
-        out["exit_code"] = 1 if report.error_count else 0
-        return out
+        result = report.to_json()
+        result["exit_code"] = 1 if report.error_count else 0
+        return result
 
     results, code = run_isolated(targets, one, concurrency=settings.gc.db_concurrency,
                                  setting="gc.db_concurrency")
-    totals: dict[str, int] = {"databases": len(results),
+    totals: dict[str, Any] = {"databases": len(results),
                               "failed": sum(1 for r in results if r["exit_code"])}
     for r in results:
         for k, v in (r.get("totals") or {}).items():
             totals[k] = totals.get(k, 0) + v
-    report = {"job": "gc", "dry_run": dry_run, "min_age_s": options.min_age_s,
-              "totals": totals, "databases": results,
-              "seconds": round(time.monotonic() - started, 3)}
+    kinds: dict[str, dict[str, int]] = {}
+    for r in results:
+        for kind, tally in (r.get("kinds") or {}).items():
+            mine = kinds.setdefault(kind, {})
+            for k, v in tally.items():
+                mine[k] = mine.get(k, 0) + v
+    totals["kinds"] = dict(sorted(kinds.items()))
+    report = job_report("gc", code, totals=totals, databases=results,
+                        seconds=time.monotonic() - started, headline=headline,
+                        dry_run=dry_run, min_age_s=options.min_age_s)
     return report, code
+
+
+def headline(report: dict[str, Any]) -> str:
+    """``deleted 1,234 objects (56.7 MB): wal 1,000 (1.2 MB), compacted 234 (55.5 MB); 5.4 s``,
+    or for a dry run ``dry run: would delete ...; nothing deleted; ...``."""
+    t = report.get("totals", {})
+    kinds: dict[str, dict[str, int]] = t.get("kinds", {})
+    dry = bool(report.get("dry_run"))
+    n, b = ("to_delete", "to_delete_bytes") if dry else ("deleted", "deleted_bytes")
+    per_kind = [f"{k} {fmt_count(v.get(n, 0))} ({fmt_bytes(v.get(b, 0))})"
+                for k, v in kinds.items() if v.get(n, 0)]
+    total_n = sum(v.get(n, 0) for v in kinds.values())
+    total_b = sum(v.get(b, 0) for v in kinds.values())
+    verb = "dry run: would delete" if dry else "deleted"
+    line = f"{verb} {fmt_count(total_n)} object{'s' if total_n != 1 else ''} ({fmt_bytes(total_b)})"
+    if per_kind:
+        line += ": " + ", ".join(per_kind)
+    kept = sum(v.get("kept", 0) for v in kinds.values())
+    dbs = report.get("databases", [])
+    line += f"; {fmt_count(kept)} kept"
+    if len(dbs) > 1:
+        line += f"; {len(dbs)} databases"
+    if dry:
+        line += "; nothing deleted"
+    return f"{line}{failed_suffix(report)}; {fmt_seconds(float(report.get('seconds', 0)))}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run every database, print the report; returns the exit code (2 for bad
     arguments, before Spark starts)."""
     args = build_parser().parse_args(argv)
-    return run_main(args, "slatelib-gc", run, needs_spark=True, precheck=lambda settings: (
-        gc_options(settings, min_age=args.min_age, force=args.force).check()))
+    return run_main(args, "slatelib-gc", run, needs_spark=True, headline=headline,
+                    precheck=lambda settings: (
+                        gc_options(settings, min_age=args.min_age, force=args.force).check()))
 
 
 if __name__ == "__main__":

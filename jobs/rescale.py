@@ -17,7 +17,8 @@ compacts every target on the executors (one Spark job per target, up to
 ``[compaction] db_concurrency`` targets at once), scans targets and sources on the
 executors to check keys, bytes and digests, detaches the targets and releases the sources.
 A rerun of the same command resumes a job that was interrupted. The JSON report goes to
-stdout (and ``--report FILE``).
+stdout (and ``--report FILE``; jobs/_common.py describes its top level: ``databases`` has
+one entry per source and target, with its role), a one-line summary to stderr.
 
 Exit code (slatelib/exit_codes.py): 0 done, 2 invalid input (bad keys, template, a target
 that exists, an unknown checkpoint, overlapping merge sources), 5 data error or invalid state (a likely-live
@@ -35,6 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobs._common import (
     add_common_args,
+    fmt_bytes,
+    fmt_count,
+    fmt_seconds,
+    job_report,
     run_main,
     split_under_root,
 )
@@ -182,15 +187,56 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         code = EXIT_ERROR
         log.exception("rescale crashed")
         result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-    report = {"job": "rescale", "command": args.command, "dry_run": bool(args.dry_run),
-              "status": exit_name(code), "exit_code": code, **result,
-              "seconds": round(time.monotonic() - started, 3)}
+    databases = [{"db": src.get("path"), "role": "source", "status": exit_name(code)}
+                 for src in result.get("sources", [])]
+    databases += [{"db": t.get("path"), "role": "target", "status": exit_name(code),
+                   **{k: t[k] for k in ("keys", "bytes", "estimated_bytes") if k in t}}
+                  for t in result.get("targets", [])]
+    totals = {"databases": len(databases), "failed": 0 if code == EXIT_OK else 1,
+              "sources": len(result.get("sources", [])),
+              "targets": len(result.get("targets", [])),
+              **{k: sum(int(d.get(k) or 0) for d in databases)
+                 for k in ("keys", "bytes", "estimated_bytes")
+                 if any(k in d for d in databases)}}
+    report = job_report("rescale", code, totals=totals, databases=databases,
+                        seconds=time.monotonic() - started, headline=headline,
+                        command=args.command, dry_run=bool(args.dry_run), exit_code=code,
+                        **result)
     return report, code
+
+
+def headline(report: dict[str, Any]) -> str:
+    """``split src into 3 databases (10,317 keys, 1.2 MB); validated; 4.1 s`` and the like."""
+    secs = fmt_seconds(float(report.get("seconds", 0)))
+    command = report.get("command", "rescale")
+    if "error" in report:
+        err = report["error"]
+        return f"{command} failed ({report.get('status')}): {err.get('message')}; {secs}"
+    t = report.get("totals", {})
+    srcs = [d["db"] for d in report.get("databases", []) if d.get("role") == "source"]
+    n = int(t.get("targets", 0))
+    what = (f"split {srcs[0] if srcs else '?'} into {n} databases" if command == "split"
+            else f"merged {len(srcs)} databases into "
+                 f"{next((d['db'] for d in report.get('databases', []) if d.get('role') == 'target'), '?')}")
+    outcome = report.get("outcome")
+    if outcome == "dry_run":
+        size = f"~{fmt_bytes(t.get('estimated_bytes', 0))}" if "estimated_bytes" in t else ""
+        return f"dry run: would {what}" + (
+            f" ({size})" if size else "") + f"; nothing written; {secs}"
+    size = ", ".join(([f"{fmt_count(int(t['keys']))} keys"] if "keys" in t else [])
+                     + ([fmt_bytes(t["bytes"])] if "bytes" in t else []))
+    line = what + (f" ({size})" if size else "")
+    if outcome == "already_done":
+        line += "; already done by an earlier run"
+    elif (report.get("validation") or {}).get("ok"):
+        line += "; validated"
+    return f"{line}; {secs}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_main(args, "slatelib-rescale", run, needs_spark=not args.dry_run)
+    return run_main(args, "slatelib-rescale", run, needs_spark=not args.dry_run,
+                    headline=headline)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
+from slatelib.cli import output
 from slatelib.cli.render import render_checkpoint, render_manifest, render_range
 from slatelib.core.clone_plan import CloneSource
 from slatelib.core.ranges import BytesRange
@@ -83,27 +84,28 @@ def cmd_delete_checkpoint(ctx: Context) -> None:
     ctx.emit({"id": str(cid), "deleted": deleted})
 
 
+def checkpoints_table(rows: list[dict[str, Any]]) -> str:
+    """Checkpoints (as :func:`render_checkpoint` gives them) as a table."""
+    return output.table(
+        ("ID", "NAME", "MANIFEST", "CREATED", "EXPIRES", "WRITER EPOCH"),
+        [(r["id"], r["name"], r["manifest_id"], r["create_time"], r["expire_time"] or "never",
+          r["writer_epoch"]) for r in rows])
+
+
 def cmd_list_checkpoints(ctx: Context) -> None:
     cps = list_checkpoints(ctx.db_path, ctx.store, name=ctx.args.name)
-    ctx.emit([render_checkpoint(c) for c in cps])
+    rows = [render_checkpoint(c) for c in cps]
+    ctx.emit(rows, table=lambda: checkpoints_table(rows) + f"{len(rows)} checkpoint(s)\n")
 
 
 def parse_key(text: str, *, what: str = "key") -> bytes:
-    """A key as a person types it: plain text (UTF-8), or ``hex:`` and hex digits.
+    """A key as a person types it: plain text (UTF-8), or ``hex:``, ``b64:`` or ``utf8:``
+    and the key (:func:`slatelib.cli.output.parse_key`).
 
     Raises:
-        InvalidArgumentError: bad hex, or an empty ``hex:`` key.
+        InvalidArgumentError: bad hex or base64, or an empty prefixed key.
     """
-    if not text.startswith("hex:"):
-        return text.encode("utf-8")
-    digits = text[len("hex:"):]
-    try:
-        key = bytes.fromhex(digits)
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {text!r}: not hex digits after 'hex:'") from None
-    if not key:
-        raise InvalidArgumentError(f"{what} {text!r} is empty (leave it out for unbounded)")
-    return key
+    return output.parse_key(text, default="utf8", what=what)
 
 
 def parse_source_spec(text: str) -> CloneSource:
@@ -195,19 +197,31 @@ def cmd_clone(ctx: Context) -> None:
     r = create_clone_from_sources(ctx.db_path, sources, ctx.store, dry_run=a.dry_run)
     if r.planned_manifest is not None:
         ctx.emit(render_manifest(r.planned_manifest, r.manifest_id or 1))
+        ctx.headline(f"dry run: would clone {len(sources)} source(s) into {ctx.db_path!r}; "
+                     "nothing written")
     else:
         ctx.emit(render_clone_report(r))
+        ctx.headline(
+            f"{'created' if r.created else 'found existing'} clone {r.clone_path!r} of "
+            f"{len(r.sources)} source(s) at manifest {r.manifest_id}; "
+            f"{r.wal_ssts_copied} WAL SST(s) copied")
 
 
 def cmd_destroy(ctx: Context) -> None:
     r = destroy(ctx.db_path, ctx.store, soft=not ctx.args.hard)
     out: dict[str, Any] = {
         "path": r.path, "soft": r.soft, "destroyed_at_s": r.destroyed_at_s,
+        "destroyed_at": output.iso_s(r.destroyed_at_s),
     }
     if not r.soft:
         out.update(deleted_objects=r.deleted_objects, released_parents=list(r.released_parents),
                    missing_parents=list(r.missing_parents), kept_objects=list(r.kept_objects))
     ctx.emit(out)
+    if r.soft:
+        ctx.headline(f"soft-destroyed {r.path!r} at {out['destroyed_at']}")
+    else:
+        ctx.headline(f"destroyed {r.path!r}: {r.deleted_objects} object(s) deleted, "
+                     f"{len(r.kept_objects)} kept")
 
 
 _DASH_VALUE = re.compile(r"^-\d")

@@ -4,6 +4,9 @@ Command groups live in their own modules, each with ``register(subparsers)``; ad
 ones to :data:`COMMAND_MODULES`. The global options (:data:`GLOBAL_OPTIONS`) are accepted
 before the subcommand and after it (``slate summary --db X``); ``--conf`` and ``-v`` add up
 from both places, and any other given in both places must have the same value.
+``--format table|json`` and ``--key-format`` are global too (rules in
+:mod:`slatelib.cli.output`): commands print with :meth:`Context.emit` and end work with
+:meth:`Context.headline` (stderr).
 
 Commands resolve checkpoint ids with :meth:`Context.checkpoint_id` (a full UUID, or a unique
 prefix of one of the database's checkpoints) and database paths with
@@ -19,10 +22,11 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slatelib.cli.output import FORMATS, KEY_FORMATS, generic, resolve_format
 from slatelib.config import Settings, load_settings
 from slatelib.errors import (
     InvalidArgumentError,
@@ -59,6 +63,11 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--path",), {"help": "database path inside the store (or a database URL)"}),
     (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
     (("--merge-operator",), {"help": "merge operator for reads (builtin: concat)"}),
+    (("--format",), {"choices": FORMATS, "default": None,
+                     "help": "output: table (default on a terminal) or json (default otherwise)"}),
+    (("--key-format",), {"choices": KEY_FORMATS, "default": None,
+                         "help": "how keys without a hex:/b64:/utf8: prefix are read, and how "
+                                 "tables show keys (default: as text when printable, else hex:)"}),
     (("-v", "--verbose"), {"action": "count", "default": 0}),
 )
 """The options every command takes, before or after its name."""
@@ -101,8 +110,28 @@ class Context:
             raise InvalidArgumentError("no database path given: use --db URL or --path PATH")
         return self.path
 
-    def emit(self, obj: Any) -> None:
-        sys.stdout.write(json.dumps(obj, sort_keys=False) + "\n")
+    @property
+    def output_format(self) -> str:
+        """``table`` or ``json``: ``--format``, else ``table`` on a terminal."""
+        return resolve_format(getattr(self.args, "format", None))
+
+    @property
+    def key_format(self) -> str | None:
+        """``--key-format`` (None: the default rules of :mod:`slatelib.cli.output`)."""
+        fmt: str | None = getattr(self.args, "key_format", None)
+        return fmt
+
+    def emit(self, obj: Any, *, table: Callable[[], str] | None = None) -> None:
+        """``obj`` as one JSON line, or in table format ``table()`` (default: a generic
+        rendering of ``obj``)."""
+        if self.output_format == "json":
+            sys.stdout.write(json.dumps(obj, sort_keys=False) + "\n")
+        else:
+            sys.stdout.write(table() if table is not None else generic(obj))
+
+    def headline(self, text: str) -> None:
+        """The one-line summary a command that does work ends with, on stderr."""
+        sys.stderr.write(f"slate {self.args.command}: {text}\n")
 
     def path_in_store(self, text: str, *, what: str) -> str:
         """A database path in this store from ``text``: a path, or a URL (``file:///…``,
@@ -191,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in _leaf_parsers(sub):
         group = command.add_argument_group("global options (also accepted before COMMAND)")
         for flags, kwargs in GLOBAL_OPTIONS:
+            if any(f in command._option_string_actions for f in flags):
+                continue  # the command's own option (config show --format toml|json)
             dest = flags[-1].lstrip("-").replace("-", "_")
             group.add_argument(*flags, **{**kwargs, "dest": _SUB_PREFIX + dest,
                                           "default": argparse.SUPPRESS})

@@ -7,7 +7,7 @@ the database path, and for ``s3://`` each option after the environment fallbacks
 it came from (``allow_http`` inferred from an ``http://`` endpoint shows as ``inferred``), and
 which credentials apply. Secret values (secret keys, session tokens, passwords, account
 keys) print as ``***``. ``--format toml`` (default) prints TOML-like text, ``--format json``
-one JSON object. A store misconfiguration is printed as ``store.error`` and exits 2.
+(or the global ``slate --format json config show``) one JSON object. A store misconfiguration is printed as ``store.error`` and exits 2.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def cmd_config_show(ctx: Context) -> int | None:
     }
     if store:
         out["store"] = store
-    if ctx.args.format == "json":
+    fmt = ctx.args.config_format or ("json" if ctx.args.format == "json" else "toml")
+    if fmt == "json":
         ctx.emit(out)
     else:
         sys.stdout.write(to_toml(out))
@@ -144,6 +145,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = csub.add_parser(
         "show", help="print the effective settings (defaults, --conf files, SLATELIB_* "
                      "variables) and the store options of --db, with secrets redacted")
-    s.add_argument("--format", choices=("toml", "json"), default="toml",
-                   help="TOML-like text (default) or one JSON object")
+    s.add_argument("--format", dest="config_format", choices=("toml", "json"), default=None,
+                   help="TOML-like text (default) or one JSON object (also the global "
+                        "--format json before the command)")
     s.set_defaults(func=cmd_config_show)

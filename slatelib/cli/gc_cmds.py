@@ -4,7 +4,9 @@ job, without Spark).
 Prints every decision as a JSON line (``{"action": "keep"|"delete", "kind", "path", "size",
 "last_modified", "reason"}``) in path order per directory, then one line
 ``{"report": {...}}`` with the counts and bytes per kind, boundary moves, removed
-checkpoints, detached clones, refusals, errors and phase times. Dry run unless
+checkpoints, detached clones, refusals, errors and phase times; ``--format table`` prints the
+decisions as lines and the counts per kind as a table. A headline (``dry run: would delete 3
+of 5 objects (…); 0.1 s``) ends it on stderr. Dry run unless
 ``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured (``--dry-run
 --no-dry-run`` together is refused: exit code 2).
 """
@@ -12,8 +14,11 @@ checkpoints, detached clones, refusals, errors and phase times. Dry run unless
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import sys
+import time
+from typing import TYPE_CHECKING, Any
 
+from slatelib.cli import output
 from slatelib.core.gc_rules import GcDecision
 from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, collect_garbage
@@ -37,13 +42,72 @@ def cmd_gc(ctx: Context) -> int | None:
         check_db_spelling(args.path)
     dry_run = ctx.settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
 
-    def show(d: GcDecision) -> None:
-        ctx.emit(d.to_json())
+    table = ctx.output_format == "table"
+    if table:
+        sys.stdout.write(_DECISION_LINE.format("ACTION", "KIND", "SIZE", "MODIFIED", "PATH",
+                                               "REASON").rstrip() + "\n")
 
+    def show(d: GcDecision) -> None:
+        if table:
+            j = d.to_json()
+            sys.stdout.write(_DECISION_LINE.format(
+                j["action"], j["kind"], output.fmt_bytes(j["size"]), j["last_modified"],
+                j["path"], j["reason"]) + "\n")
+        else:
+            ctx.emit(d.to_json())
+
+    started = time.monotonic()
     report = collect_garbage(ctx.db_path, ctx.store, min_age=args.min_age, force=args.force,
                              dry_run=dry_run, settings=ctx.settings, on_decision=show)
-    ctx.emit({"report": report.to_json()})
+    seconds = time.monotonic() - started
+    rep = report.to_json()
+    ctx.emit({"report": rep}, table=lambda: "\n" + report_table(rep))
+    ctx.headline(headline(rep, seconds))
     return 1 if report.error_count else None
+
+
+_DECISION_LINE = "{:<6}  {:<11}  {:>9}  {:<20}  {}  {}"
+
+
+def report_table(rep: dict[str, Any]) -> str:
+    """Objects and bytes per kind of a GC report (``--format table``)."""
+    deleting = "DELETED" if not rep["dry_run"] else "TO DELETE"
+    rows = []
+    for kind, t in rep["kinds"].items():
+        gone = (t["deleted"], t["deleted_bytes"]) if not rep["dry_run"] else (
+            t["to_delete"], t["to_delete_bytes"])
+        rows.append((kind, output.fmt_count(t["listed"]), output.fmt_bytes(t["listed_bytes"]),
+                     output.fmt_count(t["kept"]), output.fmt_bytes(t["kept_bytes"]),
+                     output.fmt_count(gone[0]), output.fmt_bytes(gone[1])))
+    text = output.table(("KIND", "LISTED", "SIZE", "KEPT", "KEPT SIZE", deleting,
+                         deleting + " SIZE"), rows)
+    for name in ("expired_checkpoints", "refused", "errors"):
+        if rep.get(name):
+            text += f"{name.replace('_', ' ')}: {output.generic(rep[name]).strip()}\n"
+    return text
+
+
+def headline(rep: dict[str, Any], seconds: float) -> str:
+    """``dry run: would delete 3 of 5 objects (1.2 kB of 4.0 kB); 0.1 s``-style summary."""
+    kinds = rep["kinds"].values()
+    listed = sum(t["listed"] for t in kinds)
+    listed_bytes = sum(t["listed_bytes"] for t in kinds)
+    tot = rep["totals"]
+    if rep["dry_run"]:
+        text = (f"dry run: would delete {output.fmt_count(tot['to_delete'])} of "
+                f"{output.fmt_count(listed)} objects ({output.fmt_bytes(tot['to_delete_bytes'])}"
+                f" of {output.fmt_bytes(listed_bytes)})")
+    else:
+        text = (f"deleted {output.fmt_count(tot['deleted'])} of {output.fmt_count(listed)} "
+                f"objects ({output.fmt_bytes(tot['deleted_bytes'])} of "
+                f"{output.fmt_bytes(listed_bytes)})")
+    if rep.get("expired_checkpoints"):
+        n = len(rep["expired_checkpoints"])
+        text += (f"; {n} expired checkpoint(s) to remove" if rep["dry_run"]
+                 else f"; {n} expired checkpoint(s) removed")
+    if rep.get("error_count"):
+        text += f"; {rep['error_count']} error(s)"
+    return f"{text}; {output.fmt_seconds(seconds)}"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,15 +7,21 @@ checkpoints pin; a compacted SST is referenced by the live manifests whose views
 while it lies in a replay range (``[replay_after_wal_id, inf)`` of the latest manifest,
 ``(replay_after_wal_id, wal_id_last_seen]`` of each checkpoint's manifest); the latest
 compactions file is the compactor's state. Referenced objects that do not exist are
-reported with ``"missing": true``. ``ls`` writes nothing.
+reported with ``"missing": true``. The last JSON line is ``{"totals": {"kinds": {kind:
+{"count", "bytes", "unreferenced", "unreferenced_bytes", "missing", "external"}}, "count",
+"bytes", ...}}``; ``--format table`` prints a table of objects and one of totals per kind.
+``ls`` writes nothing.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from slatelib.cli import output
+from slatelib.cli.output import iso_ms
 from slatelib.core.external_dbs import external_roots
 from slatelib.core.gc_plan import LiveSet, build_rules, checkpoint_manifest_ids, referenced_ssts
 from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
@@ -128,6 +134,7 @@ def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[st
         kind, reasons = _reasons(rules, state.version_id, refs, meta)
         yield {"path": meta.path, "kind": kind, "size": meta.size,
                "last_modified_ms": meta.last_modified_ms,
+               "last_modified": iso_ms(meta.last_modified_ms),
                "referenced_by": reasons or ["unreferenced"]}
     prefix = root + "/" if root else ""
     outside = sorted(p for p in expected if p not in seen and not p.startswith(prefix))
@@ -144,11 +151,66 @@ def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[st
         yield row
 
 
+_KIND_ORDER = ("manifest", "wal", "wal_fence", "compacted", "compactions", "boundary",
+               "unknown")
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Count and bytes per object kind (and of the unreferenced and missing ones), then of
+    all objects: ``ls``'s last line."""
+    kinds: dict[str, dict[str, int]] = {}
+    for row in rows:
+        t = kinds.setdefault(row["kind"], {"count": 0, "bytes": 0, "unreferenced": 0,
+                                           "unreferenced_bytes": 0, "missing": 0,
+                                           "external": 0})
+        size = row["size"] or 0
+        t["count"] += 1
+        t["bytes"] += size
+        if row["referenced_by"] == ["unreferenced"]:
+            t["unreferenced"] += 1
+            t["unreferenced_bytes"] += size
+        t["missing"] += bool(row.get("missing"))
+        t["external"] += bool(row.get("external"))
+    order = {k: i for i, k in enumerate(_KIND_ORDER)}
+    ordered = dict(sorted(kinds.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+    return {"kinds": ordered,
+            "count": sum(t["count"] for t in kinds.values()),
+            "bytes": sum(t["bytes"] for t in kinds.values()),
+            "unreferenced": sum(t["unreferenced"] for t in kinds.values()),
+            "unreferenced_bytes": sum(t["unreferenced_bytes"] for t in kinds.values())}
+
+
+def _table(rows: list[dict[str, Any]], tot: dict[str, Any]) -> str:
+    objects = output.table(
+        ("KIND", "SIZE", "MODIFIED", "PATH", "REFERENCED BY"),
+        [(r["kind"] + (" (missing)" if r.get("missing") else ""), output.fmt_bytes(r["size"]),
+          r.get("last_modified") or ("external" if r.get("external") else "-"), r["path"],
+          "; ".join(r["referenced_by"])) for r in rows])
+    kinds = [(k, output.fmt_count(t["count"]), output.fmt_bytes(t["bytes"]),
+              output.fmt_count(t["unreferenced"]), output.fmt_bytes(t["unreferenced_bytes"]))
+             for k, t in tot["kinds"].items()]
+    kinds.append(("total", output.fmt_count(tot["count"]), output.fmt_bytes(tot["bytes"]),
+                  output.fmt_count(tot["unreferenced"]),
+                  output.fmt_bytes(tot["unreferenced_bytes"])))
+    return objects + "\n" + output.table(
+        ("KIND", "OBJECTS", "SIZE", "UNREFERENCED", "UNREFERENCED SIZE"), kinds)
+
+
 def cmd_ls(ctx: Context) -> None:
+    """One JSON line per object, then ``{"totals": ...}``; or a table and a totals table."""
     from slatelib.clock import SYSTEM_CLOCK
 
+    rows: list[dict[str, Any]] = []
+    table = ctx.output_format == "table"
     for row in list_objects(ctx.store, ctx.db_path, SYSTEM_CLOCK.now_ms()):
-        ctx.emit(row)
+        rows.append(row)
+        if not table:
+            ctx.emit(row)
+    tot = totals(rows)
+    if table:
+        sys.stdout.write(_table(rows, tot))
+    else:
+        ctx.emit({"totals": tot})
 
 
 __all__ = ["cmd_ls", "list_objects"]

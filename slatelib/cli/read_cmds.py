@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from slatelib.cli import output
 from slatelib.cli.ls_cmd import cmd_ls
 from slatelib.cli.render import manifest_summary, render_info, render_manifest, render_row
 from slatelib.core.external_dbs import external_roots
@@ -32,13 +33,12 @@ if TYPE_CHECKING:
     from slatelib.cli.app import Context
 
 
-def _hex_arg(value: str | None, what: str) -> bytes | None:
+def _key_arg(ctx: Context, value: str | None, what: str, *, default: str) -> bytes | None:
+    """A key argument: a ``hex:``/``b64:``/``utf8:`` prefix, else ``--key-format``, else
+    ``default`` (hex for the older arguments, UTF-8 for ``--key``)."""
     if value is None:
         return None
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise InvalidArgumentError(f"{what} must be hex, got {value!r}") from None
+    return output.parse_key(value, default=ctx.key_format or default, what=what)
 
 
 def _open_reader(ctx: Context) -> DbReader:
@@ -67,21 +67,47 @@ def cmd_summary(ctx: Context) -> None:
     ctx.emit(manifest_summary(stored.value, stored.id))
 
 
+_VALUE_WIDTH = 80
+
+
 def cmd_scan(ctx: Context) -> None:
-    start = _hex_arg(ctx.args.start, "--start")
-    end = _hex_arg(ctx.args.end, "--end")
+    start = _key_arg(ctx, ctx.args.start, "--start", default="hex")
+    end = _key_arg(ctx, ctx.args.end, "--end", default="hex")
     out = sys.stdout
+    fmt, kf = ctx.output_format, ctx.key_format
+    n = 0
     with _open_reader(ctx) as reader:
         for k, v in itertools.islice(reader.scan(start, end), ctx.args.limit):
-            out.write('{"key": "' + k.hex() + '", "value": "' + v.hex() + '"}\n')
+            n += 1
+            if fmt == "table":
+                out.write(f"{output.show_bytes(k, kf):<24}  "
+                          f"{output.show_bytes(v, limit=_VALUE_WIDTH)}\n")
+            elif kf in ("utf8", "base64"):
+                out.write(json.dumps({**output.key_fields(k, kf), "value": v.hex()}) + "\n")
+            else:
+                out.write('{"key": "' + k.hex() + '", "value": "' + v.hex() + '"}\n')
+    if fmt == "table":
+        out.write(f"({output.fmt_count(n)} key(s))\n")
 
 
 def cmd_get(ctx: Context) -> None:
-    key = _hex_arg(ctx.args.key, "HEXKEY")
+    a = ctx.args
+    if (a.key is None) == (a.text_key is None):
+        raise InvalidArgumentError("get needs one key: --key KEY (text, or hex:/b64: ...) "
+                                   "or a positional HEXKEY")
+    key = (_key_arg(ctx, a.text_key, "--key", default="utf8") if a.text_key is not None
+           else _key_arg(ctx, a.key, "HEXKEY", default="hex"))
     assert key is not None
     with _open_reader(ctx) as reader:
         value = reader.get(key)
-    ctx.emit({"key": key.hex(), "value": None if value is None else value.hex()})
+    kf = ctx.key_format
+
+    def table() -> str:
+        return (f"key:   {output.show_bytes(key, kf)}\n"
+                f"value: {'(not found)' if value is None else output.show_bytes(value)}\n")
+
+    ctx.emit({**output.key_fields(key, kf), "value": None if value is None else value.hex()},
+             table=table)
 
 
 def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
@@ -146,7 +172,8 @@ def cmd_sst(ctx: Context) -> None:
     parsed = parse_sst(data, path=path)
     wal = parsed.info.sst_type == 1
     rows = parsed.rows() if not ctx.args.no_rows else []
-    limit = ctx.args.limit
+    detail = ctx.args.detail
+    limit = ctx.args.limit if ctx.args.limit is not None or detail else SST_SUMMARY_ROWS
     out: dict[str, Any] = {
         "path": path,
         "size": len(data),
@@ -171,7 +198,48 @@ def cmd_sst(ctx: Context) -> None:
     bf = parsed.bloom_filter()
     if bf is not None:
         out["filter"] = {"num_probes": bf.num_probes, "bits": len(bf.bits) * 8}
-    ctx.emit(out)
+    if not detail:
+        out = _summarise_sst(out)
+    ctx.emit(out, table=lambda: _sst_table(out, ctx.key_format))
+
+
+SST_SUMMARY_ROWS = 10
+"""Rows ``sst`` prints without ``--detail`` or ``--limit``."""
+
+
+def _summarise_sst(out: dict[str, Any]) -> dict[str, Any]:
+    """``sst`` without ``--detail``: the index as a block count and key range, the stats
+    without per-block stats."""
+    index = out.pop("index")
+    summary: dict[str, Any] = {"detail": False}
+    for k, v in out.items():
+        if k == "stats" and v is not None:
+            v = {sk: sv for sk, sv in v.items() if sk != "block_stats"}
+        summary[k] = v
+        if k == "manifest_info_matches_footer":
+            summary["index_blocks"] = len(index)
+            summary["index_first_key"] = index[0]["first_key"] if index else None
+    return summary
+
+
+def _sst_table(out: dict[str, Any], key_format: str | None) -> str:
+    head = {k: v for k, v in out.items() if k not in ("rows", "index")}
+    text = output.generic(head)
+    index = out.get("index")
+    if index:
+        text += "index:\n" + output.table(
+            ("BLOCK", "OFFSET", "FIRST KEY"),
+            [(b["block"], b["offset"], output.show_bytes(bytes.fromhex(b["first_key"]),
+                                                         key_format)) for b in index])
+    rows = out.get("rows") or []
+    if rows:
+        text += f"rows ({len(rows)} of {out.get('num_rows')}):\n" + output.table(
+            ("KEY", "SEQ", "KIND", "VALUE", "EXPIRE", "CREATE"),
+            [(output.show_bytes(bytes.fromhex(r["key"]), key_format), r["seq"], r["kind"],
+              "-" if r["value"] is None else output.show_bytes(bytes.fromhex(r["value"]),
+                                                               limit=_VALUE_WIDTH),
+              output.iso_ms(r["expire_ts"]), output.iso_ms(r["create_ts"])) for r in rows])
+    return text
 
 
 def _read_jsonl(f: IO[str], name: str) -> Iterator[tuple[bytes, bytes]]:
@@ -205,6 +273,9 @@ def cmd_load(ctx: Context) -> None:
         "ssts": report.ssts, "bytes_written": report.bytes_written,
         "manifest_id": report.manifest_id, "seconds": round(report.seconds, 3),
     })
+    ctx.headline(f"loaded {output.fmt_count(report.rows)} rows into {report.ssts} SST(s) "
+                 f"({output.fmt_bytes(report.bytes_written)}) at {report.path!r}; "
+                 f"{output.fmt_seconds(report.seconds)}")
 
 
 _CHECKPOINT_HELP = ("read the version this checkpoint pins (its id or a unique prefix) "
@@ -220,25 +291,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("scan", help='print {"key": hex, "value": hex} lines in key order')
-    p.add_argument("--start", help="first key (hex, inclusive)")
-    p.add_argument("--end", help="end key (hex, exclusive)")
+    p.add_argument("--start", help="first key (inclusive; hex unless --key-format or a "
+                                   "hex:/b64:/utf8: prefix says otherwise)")
+    p.add_argument("--end", help="end key (exclusive; read as --start)")
     p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
                    help="stop after this many keys (0 or more)")
     p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("get", help="print the value of one key")
-    p.add_argument("key", metavar="HEXKEY")
+    p.add_argument("key", metavar="HEXKEY", nargs="?",
+                   help="the key in hex (older form; prefer --key)")
+    p.add_argument("--key", dest="text_key", metavar="KEY",
+                   help="the key as text (UTF-8), or hex:..., b64:... (default format: "
+                        "--key-format, else utf8)")
     p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
     p.set_defaults(func=cmd_get)
 
-    p = sub.add_parser("sst", help="print an SST's footer, info, index, stats and rows")
+    p = sub.add_parser("sst", help="summarise an SST: footer, info, index, stats and rows "
+                                   "(--detail for everything)")
     p.add_argument("object", metavar="OBJECT",
                    help="SST ULID, WAL id, or object path (relative to the database first)")
     rows = p.add_mutually_exclusive_group()
     rows.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
                       help="print at most this many rows (0 or more)")
     rows.add_argument("--no-rows", action="store_true", help="skip decoding the rows")
+    p.add_argument("--detail", action="store_true",
+                   help="print the whole index, per-block stats and every row (default: a "
+                        f"summary and the first {SST_SUMMARY_ROWS} rows)")
     p.set_defaults(func=cmd_sst)
 
     p = sub.add_parser("ls", help="list objects with sizes and what references them")

@@ -1,9 +1,13 @@
-"""JSON renderings of manifests, SSTs and rows for the CLI. Pure."""
+"""JSON renderings of manifests, SSTs and rows for the CLI. Pure.
+
+Times keep their epoch field (``create_time_s``) and gain an ISO 8601 twin
+(``create_time``); tables show only the ISO one."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from slatelib.cli.output import iso_s
 from slatelib.core.manifest import (
     Checkpoint,
     ExternalDb,
@@ -68,6 +72,8 @@ def render_checkpoint(c: Checkpoint) -> dict[str, Any]:
         "manifest_id": c.manifest_id,
         "create_time_s": c.create_time_s,
         "expire_time_s": c.expire_time_s,
+        "create_time": iso_s(c.create_time_s),
+        "expire_time": iso_s(c.expire_time_s),
         "writer_epoch": c.writer_epoch,
     }
 
@@ -97,6 +103,7 @@ def render_manifest(m: Manifest, manifest_id: int) -> dict[str, Any]:
         "last_l0_clock_tick": m.last_l0_clock_tick,
         "recent_snapshot_min_seq": m.recent_snapshot_min_seq,
         "destroyed_at_s": m.destroyed_at_s,
+        "destroyed_at": iso_s(m.destroyed_at_s),
         "l0": [render_view(v) for v in m.l0],
         "compacted": [render_run(r) for r in m.compacted],
         "ssts": [

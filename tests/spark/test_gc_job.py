@@ -85,7 +85,7 @@ def test_job_collects_many_databases_like_the_single_process_planner(
     assert tree(fixture_copy) == tree(twin)
 
 
-def test_dry_run_prints_every_decision_and_deletes_nothing(
+def test_dry_run_writes_every_decision_to_stderr_and_deletes_nothing(
     spark: Any, fixture_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     before = tree(fixture_copy)
@@ -93,8 +93,11 @@ def test_dry_run_prints_every_decision_and_deletes_nothing(
                     "--force", "--dry-run", listing_max=1000)
     report, code = run(spark, load_settings(args.conf), args)
     assert code == 0 and tree(fixture_copy) == before
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    printed = capsys.readouterr()
+    assert printed.out == ""  # stdout is the report's alone
+    lines = [json.loads(x) for x in printed.err.splitlines() if x.startswith("{")]
     assert len(report["databases"]) == 13
+    assert report["status"] == "success" and report["headline"].startswith("dry run: would ")
     basic = [x for x in lines if x["db"].endswith("/basic")]
     local = collect_garbage(f"{fixture_copy}/basic".lstrip("/"), open_store("file:///"),
                             min_age=0, force=True)

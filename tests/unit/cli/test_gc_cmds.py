@@ -73,7 +73,8 @@ def test_slate_ls_labels_the_boundary_lock_file_after_a_second_local_gc(
     assert main(args) == 0  # moves the existing boundary: 0.17 cannot do this on a local disk
     capsys.readouterr()
     assert main(["--db", url, "ls"]) == 0
-    rows = {r["path"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    rows = {r["path"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())
+            if "totals" not in r}
     lock = rows[f"{str(tmp_path).lstrip('/')}/db/gc/manifest.boundary.lock"]
     assert lock["size"] == 0
     assert lock["referenced_by"][0].startswith("lock file of gc/manifest.boundary")

@@ -21,7 +21,8 @@ from slatelib.store.manifest_store import ManifestStore
 def _ls(root: Path, db: str, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     assert main(["--store", f"file://{root}", "--path", db, "ls"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    return {r["path"]: r for r in rows}
+    assert "totals" in rows[-1]
+    return {r["path"]: r for r in rows[:-1]}
 
 
 def _wal(db: str, wal_id: int) -> str:

@@ -106,3 +106,59 @@ def test_urls_outside_the_store_root_are_refused(root: str, url: str, message: s
 def test_store_root_with_a_bucket_prefix() -> None:
     [t] = resolve_targets(args("--store-root", "s3://b/pfx", "--db", "s3://b/pfx/tenants/a"))
     assert (t.store_url, t.path) == ("s3://b/pfx", "tenants/a")
+
+
+# ------------------------------------------------------------- report shape and headlines
+def test_every_job_report_has_the_same_top_level_and_a_headline() -> None:
+    from jobs import compact, gc, rescale
+    from jobs._common import job_report
+
+    db = {"db": "file:///d", "status": "success", "exit_code": 0, "outcome": "committed",
+          "inputs": {"l0_views": 5, "sorted_runs": 0}, "outputs": {"count": 1}}
+    r = job_report("compact", 0, totals={"bytes_in": 3_900_000, "bytes_out": 1_800_000,
+                                         "versions_dropped": 42_772},
+                   databases=[db], seconds=1.7, headline=compact.headline, dry_run=False)
+    assert list(r)[:4] == ["job", "status", "headline", "seconds"]
+    assert list(r)[-2:] == ["totals", "databases"]
+    assert r["headline"] == ("compacted 5 L0 (3.9 MB) -> 1 SST (1.8 MB); "
+                             "42,772 versions dropped; 1.7 s")
+    kinds = {"wal": {"to_delete": 3, "to_delete_bytes": 2000, "kept": 1},
+             "compacted": {"to_delete": 0, "to_delete_bytes": 0, "kept": 4}}
+    r = job_report("gc", 5, totals={"kinds": kinds},
+                   databases=[{"status": "success", "exit_code": 0},
+                              {"status": "data_error", "exit_code": 5}],
+                   seconds=5.4, headline=gc.headline, dry_run=True)
+    assert r["status"] == "data_error"
+    assert r["headline"] == ("dry run: would delete 3 objects (2.0 kB): wal 3 (2.0 kB); 5 kept; "
+                             "2 databases; nothing deleted; 1 of 2 databases failed "
+                             "(data_error); 5.4 s")
+    r = job_report("rescale", 0, totals={"targets": 2, "keys": 10, "bytes": 5000},
+                   databases=[{"db": "src", "role": "source"}, {"db": "s-0", "role": "target"},
+                              {"db": "s-1", "role": "target"}],
+                   seconds=0.5, headline=rescale.headline, command="split", outcome="done",
+                   validation={"ok": True})
+    assert r["headline"] == "split src into 2 databases (10 keys, 5.0 kB); validated; 0.50 s"
+
+
+def test_progress_line_has_bytes_and_an_eta() -> None:
+    from jobs._compact_spark import progress_line
+
+    assert progress_line("compact a", 1, 4, 1_000_000, 4_000_000, 2.0) == (
+        "compact a: 1/4 key ranges, 1.0 MB/4.0 MB done, ETA 6 s, 2.0 s")
+    assert progress_line("compact a", 0, 4, 0, 4_000_000, 2.0) == (
+        "compact a: 0/4 key ranges, 0 B/4.0 MB done, 2.0 s")
+
+
+def test_the_shipped_log4j_file_is_applied_unless_one_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs import _spark
+
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    assert _spark.LOG4J_CONF.is_file()
+    text = _spark.LOG4J_CONF.read_text()
+    assert "${env:SLATELIB_SPARK_LOG_LEVEL:-WARN}" in text and "SYSTEM_ERR" in text
+    assert _spark.log4j_java_option({}) == (
+        f"-Dlog4j.configurationFile={_spark.LOG4J_CONF.as_uri()}")
+    mine = {"spark.driver.extraJavaOptions": "-Dlog4j.configurationFile=/etc/mine.properties"}
+    assert _spark.log4j_java_option(mine) is None

@@ -11,7 +11,6 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -19,7 +18,6 @@ import pytest
 from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings
 from slatelib.core.compactions import (
-    CompactedSsTable,
     Compaction,
     Compactions,
     CompactionStatus,
@@ -135,17 +133,24 @@ def slow_task(delay_s: float, after: int = 0):  # type: ignore[no-untyped-def]
     return run
 
 
-def test_a_job_reclaimed_while_it_runs_is_never_reported(store: ObjectStore) -> None:
-    write_l0s(store)
-    cid = schedule(store)
+def start_slow(store: ObjectStore, cid: int, delay_s: float,
+               ) -> tuple[CompactionWorker, threading.Thread]:
+    """A worker with slow tasks, running in a thread, once it holds ``cid`` Running."""
     w = worker(store, replace(FAST, until_idle=False),
-               runner=ThreadTaskRunner(3, task_fn=slow_task(0.4)))
+               runner=ThreadTaskRunner(3, task_fn=slow_task(delay_s)))
     t = threading.Thread(target=w.run)
     t.start()
     deadline = time.monotonic() + 10
     while entry(store, cid).status != CompactionStatus.RUNNING:
         assert time.monotonic() < deadline
         time.sleep(0.01)
+    return w, t
+
+
+def test_a_job_reclaimed_while_it_runs_is_never_reported(store: ObjectStore) -> None:
+    write_l0s(store)
+    cid = schedule(store)
+    w, t = start_slow(store, cid, 0.4)
 
     def reclaim(cur: Versioned[Compactions]) -> Compactions:  # the coordinator's timeout
         return replace(cur.value, recent_compactions=tuple(
@@ -174,12 +179,7 @@ def test_a_job_reclaimed_while_it_runs_is_never_reported(store: ObjectStore) -> 
 def test_a_job_claimed_by_another_worker_meanwhile_is_dropped(store: ObjectStore) -> None:
     write_l0s(store)
     cid = schedule(store)
-    w = worker(store, replace(FAST, until_idle=False),
-               runner=ThreadTaskRunner(3, task_fn=slow_task(0.4)))
-    t = threading.Thread(target=w.run)
-    t.start()
-    while entry(store, cid).status != CompactionStatus.RUNNING:
-        time.sleep(0.01)
+    w, t = start_slow(store, cid, 0.4)
     other = WorkerSpec("01JOTHERWORKER000000000000", 1)
     update_versioned(CompactionsStore(store, ROOT), lambda cur: replace(
         cur.value, recent_compactions=tuple(replace(c, worker=other) if c.id == cid else c
@@ -263,12 +263,7 @@ def test_a_failing_job_is_handed_back_and_not_claimed_again_at_once(
 def test_stop_with_release_hands_running_jobs_back(store: ObjectStore) -> None:
     write_l0s(store)
     cid = schedule(store)
-    w = worker(store, replace(FAST, until_idle=False),
-               runner=ThreadTaskRunner(3, task_fn=slow_task(0.5)))
-    t = threading.Thread(target=w.run)
-    t.start()
-    while entry(store, cid).status != CompactionStatus.RUNNING:
-        time.sleep(0.01)
+    w, t = start_slow(store, cid, 0.5)
     w.stop(release=True)
     t.join(20)
     c = entry(store, cid)
@@ -289,7 +284,3 @@ def test_until_idle_returns_at_once_with_nothing_scheduled(store: ObjectStore) -
 def test_bad_options_are_refused(store: ObjectStore, opts: WorkerOptions, match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
         worker(store, opts)
-
-
-def _unused(_: Sequence[CompactedSsTable]) -> None:  # keep imports honest for mypy
-    return None

@@ -1,0 +1,29 @@
+"""Numbers as people read them, for headlines, progress lines and tables. Pure."""
+
+from __future__ import annotations
+
+__all__ = ["fmt_bytes", "fmt_count", "fmt_seconds"]
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    """``1.8 MB``-style decimal size (``-`` for unknown)."""
+    if n is None:
+        return "-"
+    if n < 1000:
+        return f"{int(n)} B"
+    units = ("kB", "MB", "GB", "TB", "PB")
+    value = float(n)
+    for i, unit in enumerate(units):
+        value /= 1000
+        if value < 1000 or i == len(units) - 1:
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+def fmt_count(n: int) -> str:
+    """``42,772``."""
+    return f"{n:,}"
+
+
+def fmt_seconds(s: float) -> str:
+    """``1.7 s``, or ``0.14 s`` below a second."""
+    return f"{s:.1f} s" if s >= 1 else f"{s:.2f} s"
