@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker package-jobs flatbuffers clean
+        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -27,12 +27,21 @@ $(STAMP): pyproject.toml setup.py slatelib/_speedups.c
 
 install: $(STAMP) ## create .venv and install slatelib with the spark and test extras
 
-# Real Apache Airflow, apart from the project's venv (its dependencies are not ours): the
-# DAG tests load airflow_dags/ into an Airflow DagBag through it.
+# Real Apache Airflow 3 (with the Spark provider), apart from the project's venv (its
+# dependencies are not ours), pinned by tests/dags/airflow-requirements.txt: the DAG tests
+# load airflow_dags/ into it and run each DAG with dag.test(). Rebuilt from scratch when the
+# pins change (an upgrade in place would keep the old Airflow's leftovers).
 $(AIRFLOW_STAMP): tests/dags/airflow-requirements.txt
-	@test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	rm -rf $(AIRFLOW_VENV) && $(PYTHON) -m venv $(AIRFLOW_VENV)
 	$(AIRFLOW_VENV)/bin/python -m pip install -q -r tests/dags/airflow-requirements.txt
 	@touch $(AIRFLOW_STAMP)
+
+# What the DAGs' executor_env param names by default (airflow_dags/slatelib_dag_common.py):
+# a packed venv with slatelib and what executors import (obstore, cramjam, flatbuffers,
+# pyarrow, pandas; pyspark comes from the cluster's Spark), shipped with
+# --archives dist/slatelib-executor-env.tar.gz#env and spark.pyspark.python=./env/bin/python.
+EXECUTOR_VENV := build/executor-env
+EXECUTOR_ENV := dist/slatelib-executor-env.tar.gz
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
@@ -52,7 +61,7 @@ test-spark: $(STAMP) ## Spark jobs on a local SparkSession
 test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
 	$(PYTEST) tests/interop -q
 
-test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAG integrity (with real Airflow 2.10.5 in .venv-airflow)
+test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.test() on real Airflow 3.3.2 (.venv-airflow)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/dags -q
 
 test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
@@ -82,6 +91,10 @@ run: $(STAMP) ## the main job: write a demo database with the slatelib writer, c
 	$(BIN)/python scripts/compaction_demo.py verify --db $(DEMO_DB) --model $(DEMO_DIR)/model.jsonl \
 	    --report $(DEMO_DIR)/report.json
 
+.PHONY: demo-s3
+demo-s3: $(STAMP) ## S3 end to end: local moto_server, official 0.17 writer, slate-spark compact + gc (local[2]), official reader checks every key, server stopped
+	$(BIN)/python scripts/s3_demo.py --workdir $(CURDIR)/var/demo-s3
+
 bench: $(STAMP) ## benchmarks side by side with the official package (see benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_read.py
 
@@ -102,6 +115,15 @@ bench-worker: $(STAMP) ## official 0.17 writer for 60 s: embedded compactor vs c
 
 package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
 	$(BIN)/python -m pip wheel --no-deps -w dist .
+
+package-executor-env: $(STAMP) ## pack the Spark executors' venv into dist/slatelib-executor-env.tar.gz (the DAGs' default executor_env)
+	rm -rf $(EXECUTOR_VENV) && $(PYTHON) -m venv $(EXECUTOR_VENV)
+	$(EXECUTOR_VENV)/bin/python -m pip install -q . 'pyarrow>=18' 'pandas>=2.2,<3'
+	$(BIN)/python -m pip install -q venv-pack==0.2.0
+	@mkdir -p dist
+	$(BIN)/venv-pack --force -p $(EXECUTOR_VENV) -o $(EXECUTOR_ENV)
+	@echo "executors: --archives $(CURDIR)/$(EXECUTOR_ENV)#env --conf spark.pyspark.python=./env/bin/python"
+	@echo "(the venv links to $$(readlink -f $(EXECUTOR_VENV)/bin/python): the same Python 3.11 must exist at that path on every executor)"
 
 flatbuffers: ## no generated code: FlatBuffers are hand-decoded (docs/rfcs/0001-flatbuffers.md)
 	@echo "slatelib decodes FlatBuffers by hand; nothing to generate (see docs/rfcs/0001-flatbuffers.md)"

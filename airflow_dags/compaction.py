@@ -1,49 +1,56 @@
-"""Scheduled compaction of SlateDB databases: ``spark-submit jobs/compact.py``.
+"""Airflow DAG, scheduled compaction of SlateDB databases (``dag_id`` ``slatelib_compaction``):
+``spark-submit jobs/compact.py``.
 
-No logic here and nothing from slatelib is imported (the command and params shared by
-the DAGs are in ``slatelib_dag_common``): the DAG renders one spark-submit
-command from its params (override them per run with ``dag_run.conf``, e.g.
-``{"policy": "full"}`` for a weekly full compaction, or ``{"dry_run": true}`` to see the
-plan). The policy is ``size-tiered`` (0.17's scheduler, with the ``[compaction]`` options
-``min_compaction_sources``, ``max_compaction_sources`` and ``include_size_threshold`` of the
-``conf_files``): it merges sorted runs, so runs left at the defaults keep their number
-bounded. ``l0`` (every L0 into a new sorted run, which adds a run on every run) and ``full``
-are explicit choices; ``""`` takes ``[compaction] policy`` from the ``conf_files``.
-``max_sst_size`` and ``parallelism`` are passed only when set. Every run writes its JSON
-report next to the logs. One run at a time: a second compaction of the same database would
-only fence the first.
+Nothing from slatelib is imported here; what the DAGs share (the ``plan`` task, the two
+runners, the report in XCom, the Variables) is in ``slatelib_dag_common``. The policy is
+``size-tiered`` (0.17's scheduler, with the ``[compaction]`` options of the ``conf_files``):
+it merges sorted runs, so runs left at the defaults keep their number bounded. ``l0`` (every
+L0 into a new sorted run) and ``full`` are explicit choices; ``""`` takes ``[compaction]
+policy`` from the ``conf_files``. Override per run with ``dag_run.conf``, e.g.
+``{"policy": "full"}`` or ``{"dry_run": true}`` to see the plan. One run at a time: a
+second compaction of the same database would only fence the first.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
-from airflow import DAG
-from slatelib_dag_common import job_command, job_params
+from slatelib_dag_common import Param, common_params, job_dag
 
-try:  # Airflow 3
-    from airflow.providers.standard.operators.bash import BashOperator
-except ImportError:  # Airflow 2
-    from airflow.operators.bash import BashOperator
 
-COMPACT_COMMAND = job_command("compact", (
-    "{% if params.policy %}  --policy {{ params.policy }} "
-    "{% endif %}{% if params.max_sst_size %}  --max-sst-size {{ params.max_sst_size }} "
-    "{% endif %}{% if params.parallelism %}  --parallelism {{ params.parallelism }} "
-    "{% endif %}{% if params.dry_run is sameas true %}  --dry-run "
-    "{% endif %}"
-), "compaction")
+def compact_args(params: dict[str, Any]) -> list[str]:
+    """The job's own flags from the params."""
+    argv: list[str] = []
+    if params.get("policy"):
+        argv += ["--policy", params["policy"]]
+    if params.get("max_sst_size"):
+        argv += ["--max-sst-size", str(params["max_sst_size"])]
+    if params.get("parallelism"):
+        argv += ["--parallelism", str(params["parallelism"])]
+    if params.get("dry_run") is True:
+        argv.append("--dry-run")
+    return argv
 
-with DAG(
-    dag_id="compaction",
+
+dag = job_dag(
+    "slatelib_compaction",
+    job="compact",
+    task_id="compact",
+    own_args=compact_args,
+    report_name="compaction",
+    timeout=timedelta(hours=4),
     description="Compact SlateDB databases on Spark (one manifest CAS per database)",
-    start_date=datetime(2026, 1, 1),
     schedule=timedelta(minutes=30),
-    catchup=False,
-    max_active_runs=1,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
-    params=job_params(policy="size-tiered", max_sst_size="", parallelism="", dry_run=False),
+    params=common_params(
+        selection=True,
+        policy=Param("size-tiered", type="string", enum=["size-tiered", "l0", "full", ""],
+                     description='"": [compaction] policy of the conf files'),
+        max_sst_size=Param("", type="string", description="e.g. 128MiB; empty: the conf's"),
+        parallelism=Param(None, type=["null", "integer"], minimum=1,
+                          description="key ranges per compaction; empty: the conf's"),
+        dry_run=Param(False, type="boolean", description="plan only; write nothing"),
+    ),
     tags=["slatelib", "compaction"],
-) as dag:
-    BashOperator(task_id="compact", bash_command=COMPACT_COMMAND,
-                 execution_timeout=timedelta(hours=4))
+)

@@ -1,43 +1,49 @@
-"""Scheduled garbage collection of SlateDB databases: ``spark-submit jobs/gc.py``.
+"""Airflow DAG, scheduled garbage collection of SlateDB databases (``dag_id`` ``slatelib_gc``):
+``spark-submit jobs/gc.py``.
 
-No logic here and nothing from slatelib is imported (the command and params shared by
-the DAGs are in ``slatelib_dag_common``): the DAG renders one spark-submit
-command from its params (override them per run with ``dag_run.conf``).
-
+Nothing from slatelib is imported here; what the DAGs share is in ``slatelib_dag_common``.
 Dry run until flipped in conf: the job deletes only when ``[gc] dry_run = false`` is set in
 one of the ``conf_files`` (``conf/base.toml`` keeps ``dry_run = true``), or when a run is
-triggered with ``{"dry_run": false}``. ``{"dry_run": true}`` forces a dry run whatever the
-conf says. Every run writes its JSON report next to the logs.
+triggered with ``{"dry_run": false}``; ``{"dry_run": true}`` forces a dry run whatever the
+conf says (``null``, the default, leaves it to the conf).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
-from airflow import DAG
-from slatelib_dag_common import job_command, job_params
+from slatelib_dag_common import Param, common_params, job_dag
 
-try:  # Airflow 3
-    from airflow.providers.standard.operators.bash import BashOperator
-except ImportError:  # Airflow 2
-    from airflow.operators.bash import BashOperator
 
-GC_COMMAND = job_command("gc", (
-    "{% if params.min_age %}  --min-age {{ params.min_age }} "
-    "{% endif %}{% if params.dry_run is sameas true %}  --dry-run "
-    "{% elif params.dry_run is sameas false %}  --no-dry-run "
-    "{% endif %}"
-), "gc")
+def gc_args(params: dict[str, Any]) -> list[str]:
+    """The job's own flags from the params."""
+    argv: list[str] = []
+    if params.get("min_age"):
+        argv += ["--min-age", params["min_age"]]
+    if params.get("dry_run") is True:
+        argv.append("--dry-run")
+    elif params.get("dry_run") is False:
+        argv.append("--no-dry-run")
+    return argv
 
-with DAG(
-    dag_id="gc",
+
+dag = job_dag(
+    "slatelib_gc",
+    job="gc",
+    task_id="gc",
+    own_args=gc_args,
+    report_name="gc",
+    timeout=timedelta(hours=2),
     description="Garbage-collect SlateDB databases (dry run until [gc] dry_run = false)",
-    start_date=datetime(2026, 1, 1),
     schedule=timedelta(hours=1),
-    catchup=False,
-    max_active_runs=1,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
-    params=job_params(min_age="", dry_run=None),
+    params=common_params(
+        selection=True,
+        min_age=Param("", type="string",
+                      description="only older objects may go (e.g. 10min); empty: the conf's"),
+        dry_run=Param(None, type=["null", "boolean"],
+                      description="null: [gc] dry_run of the conf files (true in base.toml)"),
+    ),
     tags=["slatelib", "gc"],
-) as dag:
-    BashOperator(task_id="gc", bash_command=GC_COMMAND, execution_timeout=timedelta(hours=2))
+)

@@ -1,8 +1,8 @@
-"""Rescaling a SlateDB database on demand: ``spark-submit jobs/rescale.py split|merge``.
+"""Airflow DAG, rescaling a SlateDB database on demand (``dag_id`` ``slatelib_rescale``):
+``spark-submit jobs/rescale.py split|merge``.
 
-Manually triggered (no schedule), one run at a time. No logic here and nothing from slatelib
-is imported (the spark-submit command and the shared params are in ``slatelib_dag_common``).
-Trigger with a ``dag_run.conf``, e.g.::
+Manually triggered (no schedule), one run at a time. Nothing from slatelib is imported here;
+what the DAGs share is in ``slatelib_dag_common``. Trigger with a ``dag_run.conf``, e.g.::
 
     {"command": "split", "db": "s3://bucket/tenants/db", "into": 4,
      "to": "s3://bucket/tenants/db-{i}", "dry_run": false, "fence_source": true}
@@ -18,56 +18,48 @@ person. See README, "Rescaling", for the cut-over.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
-from airflow import DAG
-from slatelib_dag_common import spark_submit, submit_params
-
-try:  # Airflow 3
-    from airflow.providers.standard.operators.bash import BashOperator
-except ImportError:  # Airflow 2
-    from airflow.operators.bash import BashOperator
-try:  # Airflow 3
-    from airflow.sdk import Param
-except ImportError:  # Airflow 2
-    from airflow.models.param import Param
-
-_QUOTED = "'{{ %s | replace(\"'\", \"'\\\\''\") }}'"
-"""A param in single quotes for the shell (keys and templates may hold anything)."""
+from slatelib_dag_common import Param, common_params, job_dag
 
 
-def _q(expr: str) -> str:
-    return _QUOTED % expr
+def rescale_args(params: dict[str, Any]) -> list[str]:
+    """The job's subcommand and flags from the params (an argv list: no shell quoting)."""
+    argv = [params["command"]]
+    if params["command"] == "split":
+        argv += ["--db", params["db"], "--into", str(params["into"])]
+        if params.get("at"):
+            argv += ["--at", params["at"]]
+        if params.get("checkpoint"):
+            argv += ["--checkpoint", params["checkpoint"]]
+    else:
+        for source in params.get("sources") or []:
+            argv += ["--source", source]
+    argv += ["--to", params["to"]]
+    for flag in ("dry_run", "fence_source", "allow_live_source"):
+        if params.get(flag):
+            argv.append("--" + flag.replace("_", "-"))
+    if params.get("live_window"):
+        argv += ["--live-window", params["live_window"]]
+    if params.get("parallelism"):
+        argv += ["--parallelism", str(params["parallelism"])]
+    return argv
 
 
-RESCALE_COMMAND = spark_submit("rescale", (
-    "{{ params.command }} "
-    "{% if params.command == 'split' %}  --db " + _q("params.db") + " "
-    "  --into {{ params.into }} "
-    "{% if params.at %}  --at " + _q("params.at") + " {% endif %}"
-    "{% if params.checkpoint %}  --checkpoint {{ params.checkpoint }} {% endif %}"
-    "{% else %}{% for source in params.sources %}  --source " + _q("source") + " "
-    "{% endfor %}{% endif %}"
-    "  --to " + _q("params.to") + " "
-    "{% if params.store_root %}  --store-root {{ params.store_root }} "
-    "{% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} "
-    "{% endfor %}{% if params.dry_run %}  --dry-run "
-    "{% endif %}{% if params.fence_source %}  --fence-source "
-    "{% endif %}{% if params.allow_live_source %}  --allow-live-source "
-    "{% endif %}{% if params.live_window %}  --live-window {{ params.live_window }} "
-    "{% endif %}{% if params.parallelism %}  --parallelism {{ params.parallelism }} "
-    "{% endif %}"
-), "rescale-{{ params.command }}")
-
-with DAG(
-    dag_id="rescale",
+dag = job_dag(
+    "slatelib_rescale",
+    job="rescale",
+    task_id="rescale",
+    own_args=rescale_args,
+    report_name=lambda params: f"rescale-{params['command']}",
+    timeout=timedelta(hours=12),
+    selection=False,
     description="Split a SlateDB database by key range, or merge shards (manual runs only)",
-    start_date=datetime(2026, 1, 1),
     schedule=None,
-    catchup=False,
-    max_active_runs=1,
     default_args={"retries": 0},
-    params=submit_params(
+    params=common_params(
+        selection=False,
         command=Param("split", type="string", enum=["split", "merge"],
                       description="split one database, or merge several"),
         db=Param("", type="string", description="split: the database URL"),
@@ -92,6 +84,4 @@ with DAG(
                           description="key ranges per target compaction"),
     ),
     tags=["slatelib", "rescale"],
-) as dag:
-    BashOperator(task_id="rescale", bash_command=RESCALE_COMMAND,
-                 execution_timeout=timedelta(hours=12))
+)

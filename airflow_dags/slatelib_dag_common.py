@@ -1,63 +1,374 @@
-"""What the slatelib DAGs share: the spark-submit command around a job's own options, and
-the params that choose the databases. Airflow puts the DAGs folder on ``sys.path``, so the
-DAG files import this module by name. It holds no DAG and imports nothing from slatelib."""
+"""What the slatelib DAGs share. Airflow puts the DAGs folder on ``sys.path``, so the DAG
+files import this module by name; it holds no DAG and imports nothing from slatelib.
+
+Every DAG is ``plan >> [<job>, <job>_spark]``:
+
+- ``plan`` (a branch) reads the params and the Airflow Variables, and either skips the run
+  (no database configured: a clean skip, not a failure and a retry), fails it without retry
+  with a message that says what to set (no project directory, no ``jobs/`` in it, a missing
+  executor environment), or pushes the job's arguments (XCom ``plan``) and picks the runner;
+- ``<job>`` runs ``spark-submit`` in a shell (``BashOperator``; no provider needed);
+- ``<job>_spark`` runs it through ``SparkSubmitOperator`` with a Spark connection
+  (``spark_conn_id``, default ``spark_default``); present only when
+  ``apache-airflow-providers-apache-spark`` is installed.
+
+The job's JSON report (``--report``) is read back by the task that ran it and pushed to
+XCom: ``return_value`` is the report, ``headline`` its one-line summary.
+
+Variables (all optional, a param set for the run wins):
+
+- ``slatelib_project_dir``: the slatelib checkout on the workers (``jobs/``, ``conf/`` and,
+  if present, ``.venv`` are found there); required unless the ``project_dir`` param is set;
+- ``slatelib_databases``: the database URLs, a JSON list or one URL per line;
+- ``slatelib_dbs_file``: a file with one database URL per line.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+try:  # Airflow 3
+    from airflow.sdk import DAG, Param, Variable
+except ImportError:  # Airflow 2
+    from airflow import DAG
+    from airflow.models import Variable
+    from airflow.models.param import Param
+try:  # Airflow 3 (and 2.x with the standard provider)
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.providers.standard.operators.python import BranchPythonOperator
+except ImportError:  # Airflow 2
+    from airflow.operators.bash import BashOperator
+    from airflow.operators.python import BranchPythonOperator
+try:  # Airflow 3
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+except ImportError:  # Airflow 2
+    from airflow.exceptions import AirflowFailException, AirflowSkipException
 
-def job_command(job: str, options: str, report_name: str) -> str:
-    """The Jinja template of ``spark-submit jobs/<job>.py`` (one line): the database
-    selection and conf files from the params, then ``options`` (the job's own flags, each
-    followed by a space), then ``--report`` into ``report_dir`` as
-    ``<report_name>-<ts_nodash>.json``."""
-    return spark_submit(job, (
-        "{% for db in params.databases %}  --db {{ db }} "
-        "{% endfor %}{% if params.dbs_file %}  --dbs-file {{ params.dbs_file }} "
-        "{% endif %}{% if params.discover %}  --discover {{ params.discover }} "
-        "{% endif %}{% if params.store_root %}  --store-root {{ params.store_root }} "
-        "{% endif %}{% for conf in params.conf_files %}  --conf {{ conf }} "
-        "{% endfor %}"
-        + options
-    ), report_name)
+try:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+except ImportError:  # the provider is optional: the BashOperator runner needs none
+    SparkSubmitOperator = None
 
+EXECUTOR_ENV = "dist/slatelib-executor-env.tar.gz"
+"""What ``make package-executor-env`` builds (a packed venv: slatelib, obstore, pyarrow,
+pandas), relative to the project directory; shipped with ``--archives ...#env``."""
 
-def spark_submit(job: str, arguments: str, report_name: str) -> str:
-    """The Jinja template of ``spark-submit jobs/<job>.py <arguments>`` from the project
-    directory, with ``--report`` into ``report_dir`` as ``<report_name>-<ts_nodash>.json``
-    (``arguments``: each followed by a space)."""
-    return (
-        "cd {{ params.project_dir }} && "
-        "spark-submit {{ params.spark_submit_args }} "
-        "  --py-files {{ params.py_files }} "
-        f"  jobs/{job}.py "
-        + arguments
-        + "  --report {{ params.report_dir }}/" + report_name + "-{{ ts_nodash }}.json"
-    )
+BASH, SPARK_OPERATOR = "bash", "spark_submit_operator"
+RUNNERS = [SPARK_OPERATOR, BASH] if SparkSubmitOperator is not None else [BASH]
 
+VAR_PROJECT_DIR = "slatelib_project_dir"
+VAR_DATABASES = "slatelib_databases"
+VAR_DBS_FILE = "slatelib_dbs_file"
 
-def submit_params(**own: Any) -> dict[str, Any]:
-    """Where the project and Spark are, the conf files and the report directory (every
-    DAG's), plus the job's ``own``."""
-    common = job_params(**own)
-    for name in ("databases", "dbs_file", "discover"):
-        common.pop(name)
-    return common
+ArgsFn = Callable[[dict[str, Any]], list[str]]
 
 
-def job_params(**own: Any) -> dict[str, Any]:
-    """The params every slatelib DAG takes (override per run with ``dag_run.conf``), plus
-    the job's ``own``."""
-    return {
-        "project_dir": "/opt/slatelib",
-        "spark_submit_args": "--master yarn --deploy-mode client",
-        "py_files": "dist/slatelib-0.1.0-py3-none-any.whl",
-        "databases": [],
-        "dbs_file": "",
-        "discover": "",
-        "store_root": "",
-        "conf_files": ["conf/base.toml"],
-        **own,
-        "report_dir": "/var/log/slatelib",
+def get_variable(name: str) -> str | None:
+    """An Airflow Variable, or None when it is not set (Airflow 3 and 2 spell the default
+    differently)."""
+    try:
+        value = Variable.get(name, default=None)
+    except TypeError:  # Airflow 2
+        value = Variable.get(name, default_var=None)
+    return None if value is None else str(value)
+
+
+def parse_databases(text: str | None) -> list[str]:
+    """A ``slatelib_databases`` Variable: a JSON list, or one URL per line (``#`` comments
+    and blank lines ignored)."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        urls = json.loads(text)
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise AirflowFailException(f"Variable {VAR_DATABASES} must be a JSON list of URLs")
+        return [u.strip() for u in urls if u.strip()]
+    return [ln.strip() for ln in text.splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
+    """The typed params every slatelib DAG takes (override per run with ``dag_run.conf``),
+    plus the job's ``own``; ``selection``: also the database selection."""
+    params: dict[str, Any] = {
+        "project_dir": Param("", type="string", description=(
+            f"slatelib checkout on the worker; empty: Variable {VAR_PROJECT_DIR}")),
+        "runner": Param(RUNNERS[0], type="string", enum=RUNNERS, description=(
+            "spark_submit_operator (SparkSubmitOperator, Spark connection) or bash "
+            "(spark-submit in a shell)")),
+        "spark_conn_id": Param("spark_default", type="string",
+                               description="spark_submit_operator: the Spark connection"),
+        "spark_submit": Param("", type="string", description=(
+            "bash: the spark-submit to run; empty: <project_dir>/.venv/bin/spark-submit "
+            "if present, else spark-submit on PATH")),
+        "spark_submit_args": Param("", type="string", description=(
+            "bash: extra spark-submit options, e.g. --master yarn --deploy-mode client")),
+        "spark_conf": Param({}, type="object", description="extra Spark properties"),
+        "python": Param("", type="string", description=(
+            "the driver's Python; empty: <project_dir>/.venv/bin/python if present")),
+        "executor_env": Param(EXECUTOR_ENV, type="string", description=(
+            "packed venv for the executors (make package-executor-env), relative to "
+            "project_dir; empty: executors use the driver's Python (local masters, or "
+            "nodes with slatelib installed)")),
     }
+    if selection:
+        params.update({
+            "databases": Param([], type="array", items={"type": "string"}, description=(
+                f"database URLs; empty: Variable {VAR_DATABASES}")),
+            "dbs_file": Param("", type="string", description=(
+                f"file of database URLs; empty: Variable {VAR_DBS_FILE}")),
+            "discover": Param("", type="string",
+                              description="every database under this prefix URL"),
+        })
+    params.update({
+        "store_root": Param("", type="string",
+                            description="root the databases were created in (clones)"),
+        "conf_files": Param(["conf/base.toml"], type="array", items={"type": "string"},
+                            description="settings TOML files, relative to project_dir"),
+        **own,
+        "report_dir": Param("", type="string", description=(
+            "keep the JSON reports here; empty: a temporary file (the report is in XCom)")),
+    })
+    return params
+
+
+def _under(project: Path, path: str) -> str:
+    return str(project / path) if path and not os.path.isabs(path) else path
+
+
+def selection_args(params: dict[str, Any], project: Path | None = None) -> list[str]:
+    """``--db``/``--dbs-file``/``--discover`` from the params, else the Variables; empty
+    when nothing names a database."""
+    databases = list(params.get("databases") or [])
+    dbs_file = params.get("dbs_file") or ""
+    discover = params.get("discover") or ""
+    if not (databases or dbs_file or discover):
+        databases = parse_databases(get_variable(VAR_DATABASES))
+        dbs_file = get_variable(VAR_DBS_FILE) or ""
+    argv = [a for db in databases for a in ("--db", db)]
+    if dbs_file:
+        argv += ["--dbs-file", _under(project, dbs_file) if project else dbs_file]
+    if discover:
+        argv += ["--discover", discover]
+    return argv
+
+
+def project_dir(params: dict[str, Any]) -> Path:
+    """The slatelib checkout: the param, else the Variable; fails (no retry) if neither is
+    set or it holds no ``jobs/``."""
+    where = params.get("project_dir") or get_variable(VAR_PROJECT_DIR)
+    if not where:
+        raise AirflowFailException(
+            f"no slatelib project directory: set the Airflow Variable {VAR_PROJECT_DIR} "
+            "(or the project_dir param) to the checkout on the workers")
+    project = Path(where)
+    if not (project / "jobs").is_dir():
+        raise AirflowFailException(
+            f"{project} has no jobs/ directory: {VAR_PROJECT_DIR} / project_dir must name "
+            "the slatelib checkout")
+    return project
+
+
+def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: bool,
+             ) -> dict[str, Any]:
+    """What the run task needs: ``project_dir``, ``application``, ``argv`` (without
+    ``--report``), ``python``, ``executor_env``. Raises AirflowSkipException when the
+    DAG selects databases and none is configured."""
+    argv: list[str] = []
+    if selection:
+        argv = selection_args(params)
+        if not argv:
+            raise AirflowSkipException(
+                f"no database configured: set the Airflow Variable {VAR_DATABASES} (a JSON "
+                f"list or one URL per line) or {VAR_DBS_FILE}, or trigger with "
+                '{"databases": [...]} / "dbs_file" / "discover"')
+    project = project_dir(params)
+    application = project / "jobs" / f"{job}.py"
+    if not application.is_file():
+        raise AirflowFailException(f"{application} is missing: is {project} a slatelib checkout?")
+    # The job's own first: rescale's subcommand precedes every option.
+    argv = own_args(params) + (selection_args(params, project) if selection else [])
+    if params.get("store_root"):
+        argv += ["--store-root", params["store_root"]]
+    for conf in params.get("conf_files") or []:
+        argv += ["--conf", _under(project, conf)]
+    python = params.get("python") or ""
+    if not python and (project / ".venv/bin/python").is_file():
+        python = str(project / ".venv/bin/python")
+    env = params.get("executor_env") or ""
+    if env:
+        env = _under(project, env)
+        if not os.path.isfile(env):
+            raise AirflowFailException(
+                f"executor environment {env} is missing: run `make package-executor-env` in "
+                f"{project}, or trigger with executor_env \"\" for a local master")
+    return {"project_dir": str(project), "application": str(application), "argv": argv,
+            "python": python, "executor_env": env}
+
+
+def _plan_callable(job: str, own_args: ArgsFn, selection: bool, task_id: str,
+                   ) -> Callable[..., str]:
+    def plan(**context: Any) -> str:
+        params = dict(context["params"])
+        context["ti"].xcom_push(key="plan", value=job_plan(job, params, own_args,
+                                                           selection=selection))
+        runner = params.get("runner") or RUNNERS[0]
+        if runner == SPARK_OPERATOR and SparkSubmitOperator is None:
+            raise AirflowFailException("runner spark_submit_operator needs "
+                                       "apache-airflow-providers-apache-spark")
+        return f"{task_id}_spark" if runner == SPARK_OPERATOR else task_id
+    return plan
+
+
+def _report_path(context: Any, name: str) -> tuple[str, bool]:
+    """Where the job writes its report, and whether to keep it."""
+    report_dir = context["params"].get("report_dir") or ""
+    ts = context.get("ts_nodash") or datetime.now().strftime("%Y%m%dT%H%M%S")
+    if report_dir:
+        os.makedirs(report_dir, exist_ok=True)
+        return os.path.join(report_dir, f"{name}-{ts}.json"), True
+    return os.path.join(tempfile.mkdtemp(prefix="slatelib-report-"), f"{name}.json"), False
+
+
+def _publish(task: Any, context: Any, path: str, keep: bool) -> dict[str, Any] | None:
+    """Read the job's report; push its headline to XCom; return it (the return_value)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            report: dict[str, Any] = json.load(f)
+    except (OSError, ValueError):
+        task.log.warning("the job wrote no report at %s", path)
+        return None
+    finally:
+        if not keep:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    headline = report.get("headline")
+    if headline:
+        task.log.info("%s", headline)
+        context["ti"].xcom_push(key="headline", value=headline)
+    return report
+
+
+class _JobTask:
+    """The run tasks' shared part: the plan from XCom, the report back to XCom."""
+
+    report_name: str | Callable[[dict[str, Any]], str]
+
+    def _plan(self, context: Any) -> dict[str, Any]:
+        plan: dict[str, Any] = context["ti"].xcom_pull(task_ids="plan", key="plan")
+        return plan
+
+    def _name(self, context: Any) -> str:
+        name = self.report_name
+        return name if isinstance(name, str) else name(dict(context["params"]))
+
+
+class SlatelibBashOperator(_JobTask, BashOperator):
+    """``spark-submit`` of the planned job in a shell, from the project directory."""
+
+    def __init__(self, *, report_name: Any, **kwargs: Any) -> None:
+        super().__init__(bash_command="true", **kwargs)
+        self.report_name = report_name
+
+    def execute(self, context: Any) -> Any:
+        plan = self._plan(context)
+        params = context["params"]
+        project = Path(plan["project_dir"])
+        submit = params.get("spark_submit") or ""
+        if not submit:
+            local = project / ".venv/bin/spark-submit"
+            submit = str(local) if local.is_file() else "spark-submit"
+        path, keep = _report_path(context, self._name(context))
+        cmd = [submit, *shlex.split(params.get("spark_submit_args") or "")]
+        for key, value in _spark_conf(plan, params).items():
+            cmd += ["--conf", f"{key}={value}"]
+        if plan["executor_env"]:
+            cmd += ["--archives", plan["executor_env"] + "#env"]
+        cmd += [plan["application"], *plan["argv"], "--report", path]
+        self.bash_command = shlex.join(cmd)
+        self.cwd = str(project)
+        self.env = {**(self.env or {}), **_driver_env(plan)}
+        self.append_env = True
+        try:
+            super().execute(context)
+        finally:
+            report = _publish(self, context, path, keep)
+        return report
+
+
+def _spark_conf(plan: dict[str, Any], params: dict[str, Any]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    if plan["python"]:
+        conf["spark.pyspark.driver.python"] = plan["python"]
+    if plan["executor_env"]:
+        conf["spark.pyspark.python"] = "./env/bin/python"
+    elif plan["python"]:
+        conf["spark.pyspark.python"] = plan["python"]
+    conf.update({str(k): str(v) for k, v in (params.get("spark_conf") or {}).items()})
+    return conf
+
+
+def _driver_env(plan: dict[str, Any]) -> dict[str, str]:
+    env = {"PYTHONUNBUFFERED": "1"}
+    if plan["python"]:
+        env["PYSPARK_DRIVER_PYTHON"] = plan["python"]
+        if not plan["executor_env"]:
+            env["PYSPARK_PYTHON"] = plan["python"]
+    return env
+
+
+if SparkSubmitOperator is not None:
+    class SlatelibSparkSubmitOperator(_JobTask, SparkSubmitOperator):  # type: ignore[misc, valid-type]
+        """``SparkSubmitOperator`` of the planned job, with the run's Spark connection."""
+
+        def __init__(self, *, report_name: Any, **kwargs: Any) -> None:
+            super().__init__(application="", **kwargs)
+            self.report_name = report_name
+
+        def execute(self, context: Any) -> Any:
+            plan = self._plan(context)
+            params = context["params"]
+            path, keep = _report_path(context, self._name(context))
+            self.application = plan["application"]
+            self.application_args = [*plan["argv"], "--report", path]
+            self.conf = {**(self.conf or {}), **_spark_conf(plan, params)}
+            if plan["executor_env"]:
+                self._archives = plan["executor_env"] + "#env"
+            self._conn_id = params.get("spark_conn_id") or "spark_default"
+            self.env_vars = {**(self.env_vars or {}), **_driver_env(plan)}
+            self._hook = None
+            try:
+                super().execute(context)
+            finally:
+                report = _publish(self, context, path, keep)
+            return report
+else:
+    SlatelibSparkSubmitOperator = None
+
+
+def job_dag(dag_id: str, *, job: str, task_id: str, own_args: ArgsFn, params: dict[str, Any],
+            report_name: str | Callable[[dict[str, Any]], str], timeout: timedelta,
+            selection: bool = True, **dag_kwargs: Any) -> DAG:
+    """One slatelib DAG: ``plan`` then the job through the runner the run chose."""
+    with DAG(dag_id=dag_id, start_date=datetime(2026, 1, 1), catchup=False,
+             max_active_runs=1, params=params, **dag_kwargs) as dag:
+        plan = BranchPythonOperator(
+            task_id="plan", python_callable=_plan_callable(job, own_args, selection, task_id),
+            retries=0)
+        bash = SlatelibBashOperator(task_id=task_id, report_name=report_name,
+                                    execution_timeout=timeout)
+        plan >> bash
+        if SlatelibSparkSubmitOperator is not None:
+            spark = SlatelibSparkSubmitOperator(task_id=f"{task_id}_spark",
+                                                report_name=report_name,
+                                                execution_timeout=timeout)
+            plan >> spark
+    return dag

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from slatelib.config import Settings, load_settings
+from slatelib.config import Settings, load_env_files, load_settings
 from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.exit_codes import (
@@ -38,7 +38,7 @@ from slatelib.exit_codes import (
     exit_name,
 )
 from slatelib.objstore import open_store, split_db_url
-from slatelib.objstore.url import join_store_url, split_store_url
+from slatelib.objstore.url import join_store_url, set_store_defaults, split_store_url
 from slatelib.ops.discover import discover_databases
 
 log = logging.getLogger("slatelib.jobs")
@@ -106,6 +106,10 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
                         "relative to it, e.g. --store-root file:///data --db file:///data/clone")
     p.add_argument("--conf", action="append", default=[], metavar="FILE",
                    help="settings TOML (repeatable; later files win)")
+    p.add_argument("--env-file", action="append", default=[], metavar="FILE",
+                   help="load SLATELIB_*/AWS_*/GOOGLE_*/AZURE_* variables from a dotenv-style "
+                        "file before anything else (repeatable; the environment wins); they "
+                        "are passed on to the executors as spark.executorEnv.*")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("-v", "--verbose", action="count", default=0)
 
@@ -167,7 +171,16 @@ def resolve_targets(args: argparse.Namespace) -> list[DbTarget]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return load_settings(args.conf)
+    """``--env-file`` files into the environment, then the settings (``--conf`` files and
+    ``SLATELIB_*`` variables); registers ``[object_store]`` as the store defaults.
+
+    Raises:
+        InvalidArgumentError: a malformed env file or settings.
+    """
+    load_env_files(getattr(args, "env_file", None))
+    settings = load_settings(args.conf)
+    set_store_defaults(settings.object_store)
+    return settings
 
 
 def run_isolated(
@@ -264,7 +277,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     if needs_spark:
         from jobs._spark import build_spark
 
-        spark = build_spark(app_name)
+        spark = build_spark(app_name, settings=settings.spark)
     try:
         report, code = run(spark, settings, args)
     except InvalidArgumentError as exc:

@@ -8,6 +8,14 @@ error also names the closest known variable. Any other ``SLATELIB_*`` variable t
 reads (``SLATELIB_S3_ENDPIONT``) gets one warning per process naming the closest known name
 (:func:`warn_unknown_env`); the S3 options reader checks the same way.
 
+``[object_store]`` holds NON-secret object-store options (endpoint, region, ...): the store
+layer (:mod:`slatelib.objstore.url`) uses each one only when neither an explicit store option
+nor an environment variable (``SLATELIB_S3_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) sets it:
+the environment wins, as it does over every file here. Secrets stay in the environment or the
+credential chain. ``[spark]`` is applied by the jobs when they build their SparkSession
+(``jobs/_spark.py``; spark-submit's own options win). :func:`load_env_file` loads a
+dotenv-style file (``--env-file``) into the environment before any of this is read.
+
 Names and units follow SlateDB 0.17's ``Settings`` where the meaning matches
 (``flush_interval = "100ms"``, ``l0_sst_size_bytes``, ``min_filter_keys``, ...): durations
 are humantime strings ("100ms", "7days 30min 10s") held as float seconds, sizes accept
@@ -138,6 +146,9 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
 # Field metadata markers.
 DURATION: Mapping[str, Any] = types.MappingProxyType({"kind": "duration"})
 SIZE: Mapping[str, Any] = types.MappingProxyType({"kind": "size"})
+TABLE: Mapping[str, Any] = types.MappingProxyType({"kind": "table"})
+"""A TOML table of string keys and scalar values, held as sorted ``(key, value)`` string
+pairs (hashable); from the environment, a JSON object."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +278,54 @@ class RetrySettings:
 
 
 @dataclass(frozen=True)
+class ObjectStoreSettings:
+    """Non-secret object-store options: fallbacks for when neither an explicit store option
+    nor an environment variable sets the option (the environment wins; secrets never go
+    here). Empty strings and unset booleans (None) mean "not set". Which schemes use what:
+
+    - ``s3://``: ``endpoint`` (an S3-compatible server such as MinIO; ``http://`` infers
+      ``allow_http``), ``region``, ``allow_http``, ``virtual_hosted_style_request``;
+    - ``gs://``: ``gcs_base_url`` (an emulator), ``gcs_service_account_path`` (the path of
+      the key file, not the key), ``allow_http``;
+    - ``az://``: ``endpoint``, ``azure_account_name``, ``azure_use_emulator`` (Azurite),
+      ``allow_http``;
+    - every cloud scheme: ``timeout``, ``connect_timeout`` (e.g. ``"30s"``).
+    """
+
+    endpoint: str = ""
+    region: str = ""
+    allow_http: bool | None = None
+    virtual_hosted_style_request: bool | None = None
+    timeout: str = ""
+    connect_timeout: str = ""
+    gcs_base_url: str = ""
+    gcs_service_account_path: str = ""
+    azure_account_name: str = ""
+    azure_use_emulator: bool | None = None
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """What the jobs apply when they build their SparkSession (``jobs/_spark.py``), both
+    under ``spark-submit`` and started from Python (``slate-spark``): anything spark-submit
+    was given (``--master``, ``--name``, ``--conf``, ``spark-defaults.conf``) wins.
+
+    ``master`` ("" : spark-submit's, else ``SLATELIB_SPARK_MASTER``, else ``local[*]``),
+    ``app_name`` ("" : the job's, e.g. ``slatelib-compact``), ``log_level`` of Spark's own
+    logging ("" : WARN; ``SLATELIB_SPARK_LOG_LEVEL`` wins) and ``conf``, extra Spark
+    properties (``[spark.conf]``, e.g. ``"spark.executor.memory" = "4g"``).
+    """
+
+    master: str = ""
+    app_name: str = ""
+    log_level: str = ""
+    conf: tuple[tuple[str, str], ...] = field(default=(), metadata=TABLE)
+
+    def conf_dict(self) -> dict[str, str]:
+        return dict(self.conf)
+
+
+@dataclass(frozen=True)
 class Settings:
     sst: SstSettings = SstSettings()
     reader: ReaderSettings = ReaderSettings()
@@ -277,6 +336,32 @@ class Settings:
     service: ServiceSettings = ServiceSettings()
     gc: GcSettings = GcSettings()
     retry: RetrySettings = RetrySettings()
+    object_store: ObjectStoreSettings = ObjectStoreSettings()
+    spark: SparkSettings = SparkSettings()
+
+
+def _table(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{where}: expected a table (a JSON object in the environment), got {value!r}"
+            ) from None
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{where}: expected a table, got {value!r}")
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            out[str(key)] = "true" if item else "false"
+        elif isinstance(item, str | int | float):
+            out[str(key)] = str(item)
+        else:
+            raise InvalidArgumentError(
+                f"{where}.{key}: expected a string, number or boolean, got {item!r}")
+    return tuple(sorted(out.items()))
 
 
 def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
@@ -287,6 +372,8 @@ def _coerce(value: Any, f: dataclasses.Field[Any], where: str) -> Any:
         if optional:
             return None
         raise InvalidArgumentError(f"{where}: may not be null")
+    if kind == "table":
+        return _table(value, where)
     if kind == "duration":
         return parse_duration(value, what=where)
     if kind == "size":
@@ -439,3 +526,100 @@ def load_settings(
     for section, values in _env_overrides(env_map).items():
         settings = _apply(settings, {section: values}, "environment (SLATELIB_*)")
     return settings
+
+
+ENV_FILE_PREFIXES = ("SLATELIB_", "AWS_", "GOOGLE_", "AZURE_")
+"""The variables an ``--env-file`` may set: slatelib's and the cloud SDKs' (credentials
+included: an env file is where secrets may live, unlike ``conf/``)."""
+
+_ENV_LINE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*")
+_loaded_from_files: dict[str, str] = {}
+
+
+def parse_env_file(path: str | Path) -> dict[str, str]:
+    """The ``NAME=value`` lines of a dotenv-style file, in order.
+
+    Blank lines and ``#`` comments are skipped; ``export NAME=value`` is accepted; a value
+    may be single-quoted (taken literally), double-quoted (``\\n``, ``\\"`` and ``\\\\``
+    escapes) or bare (a `` #`` starts a comment). No variable expansion.
+
+    Raises:
+        InvalidArgumentError: an unreadable file or a line that is not ``NAME=value``
+            (naming the file and line number).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(f"cannot read env file {path}: {exc}") from exc
+    out: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _ENV_LINE.fullmatch(line)
+        if m is None:
+            raise InvalidArgumentError(
+                f"env file {path}, line {number}: expected NAME=value, got {line.strip()!r}")
+        name, raw = m.group(1), m.group(2)
+        if raw[:1] in ("'", '"'):
+            quote = raw[0]
+            if len(raw) < 2 or not raw.endswith(quote):
+                raise InvalidArgumentError(
+                    f"env file {path}, line {number}: unterminated {quote} quote in {name}")
+            value = raw[1:-1]
+            if quote == '"':
+                value = re.sub(r'\\([\\n"])', lambda e: "\n" if e.group(1) == "n" else e.group(1),
+                               value)
+        else:
+            value = re.split(r"\s+#", raw, maxsplit=1)[0].rstrip()
+        out[name] = value
+    return out
+
+
+def load_env_file(path: str | Path, environ: typing.MutableMapping[str, str] | None = None
+                  ) -> dict[str, str]:
+    """Load ``SLATELIB_*``, ``AWS_*``, ``GOOGLE_*`` and ``AZURE_*`` variables from a
+    dotenv-style file (:func:`parse_env_file`) into ``environ`` (default ``os.environ``).
+    See :func:`load_env_files`. Returns the variables it set."""
+    return load_env_files([path], environ)
+
+
+def load_env_files(paths: Sequence[str | Path] | None,
+                   environ: typing.MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Load the variables of dotenv-style files (``--env-file``, repeatable) into
+    ``environ`` (default ``os.environ``); a later file wins over an earlier one.
+
+    A variable already set in the environment wins over the files (the dotenv convention:
+    ``SLATELIB_S3_REGION=x slate --env-file prod.env ...`` overrides one value). Only
+    ``SLATELIB_*``, ``AWS_*``, ``GOOGLE_*`` and ``AZURE_*`` names are loaded; others are
+    warned about and ignored. Call it before anything reads settings or opens a store.
+    Returns the variables set.
+
+    Raises:
+        InvalidArgumentError: an unreadable or malformed file.
+    """
+    env = os.environ if environ is None else environ
+    merged: dict[str, tuple[str, str]] = {}
+    for p in paths or ():
+        for name, value in parse_env_file(p).items():
+            if not name.startswith(ENV_FILE_PREFIXES):
+                log.warning("env file %s: %s ignored (only %s variables are loaded)", p, name,
+                            ", ".join(x + "*" for x in ENV_FILE_PREFIXES))
+                continue
+            merged[name] = (str(p), value)
+    loaded: dict[str, str] = {}
+    for name, (p, value) in merged.items():
+        if name in env and env[name] != value:
+            log.info("env file %s: %s is already set in the environment, which wins", p, name)
+            continue
+        env[name] = value
+        loaded[name] = value
+    if environ is None:
+        _loaded_from_files.update(loaded)
+    return loaded
+
+
+def env_file_variables() -> dict[str, str]:
+    """The variables env files loaded into ``os.environ`` in this process (the jobs pass
+    them on to Spark executors)."""
+    return dict(_loaded_from_files)

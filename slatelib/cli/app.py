@@ -2,7 +2,7 @@
 
 Command groups live in their own modules, each with ``register(subparsers)``; add new
 ones to :data:`COMMAND_MODULES`. The global options (:data:`GLOBAL_OPTIONS`) are accepted
-before the subcommand and after it (``slate summary --db X``); ``--conf`` and ``-v`` add up
+before the subcommand and after it (``slate summary --db X``); ``--conf``, ``--env-file`` and ``-v`` add up
 from both places, and any other given in both places must have the same value.
 ``--format table|json`` and ``--key-format`` are global too (rules in
 :mod:`slatelib.cli.output`): commands print with :meth:`Context.emit` and end work with
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slatelib.cli.output import FORMATS, KEY_FORMATS, generic, resolve_format
-from slatelib.config import Settings, load_settings
+from slatelib.config import Settings, load_env_files, load_settings
 from slatelib.errors import (
     InvalidArgumentError,
     NotADatabaseRootError,
@@ -46,7 +46,7 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url
-from slatelib.objstore.url import split_store_url
+from slatelib.objstore.url import set_store_defaults, split_store_url
 from slatelib.paths import normalize_path
 
 COMMAND_MODULES = [
@@ -62,6 +62,9 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--store",), {"help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
     (("--path",), {"help": "database path inside the store (or a database URL)"}),
     (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
+    (("--env-file",), {"action": "append", "default": [], "metavar": "FILE",
+                       "help": "load SLATELIB_*/AWS_*/GOOGLE_*/AZURE_* variables from a "
+                               "dotenv-style file first (repeatable; the environment wins)"}),
     (("--merge-operator",), {"help": "merge operator for reads (builtin: concat)"}),
     (("--format",), {"choices": FORMATS, "default": None,
                      "help": "output: table (default on a terminal) or json (default otherwise)"}),
@@ -267,7 +270,9 @@ def _merge_global_options(args: argparse.Namespace) -> None:
 
 
 def _context(args: argparse.Namespace) -> Context:
+    load_env_files(args.env_file)  # before anything reads the environment
     settings = load_settings(args.conf)
+    set_store_defaults(settings.object_store)
     store_url, path = args.store, args.path
     if path is not None and "://" in path and not store_url and not args.db:
         store_url, path = split_db_url(path)  # --path URL: as --db URL

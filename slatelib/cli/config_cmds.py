@@ -6,7 +6,9 @@ The store section describes the store of ``--db``/``--store`` without opening it
 the database path, and for ``s3://`` each option after the environment fallbacks, with where
 it came from (``allow_http`` inferred from an ``http://`` endpoint shows as ``inferred``), and
 which credentials apply. Secret values (secret keys, session tokens, passwords, account
-keys) print as ``***``. ``--format toml`` (default) prints TOML-like text, ``--format json``
+keys) print as ``***``. ``object_store`` lists the ``[object_store]`` settings that are set,
+each with the file or ``SLATELIB_OBJECT_STORE__*`` variable it came from; in the store section
+they show as ``[object_store] KEY`` where no option or environment variable overrides them. ``--format toml`` (default) prints TOML-like text, ``--format json``
 (or the global ``slate --format json config show``) one JSON object. A store misconfiguration is printed as ``store.error`` and exits 2.
 """
 
@@ -25,7 +27,10 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import EXIT_USAGE
 from slatelib.objstore.spec import SECRET_OPTIONS
 from slatelib.objstore.url import (
+    CONF_STORE_KEYS,
+    apply_conf_defaults,
     check_s3_config,
+    conf_store_defaults,
     resolve_s3_options,
     s3_option_sources,
     split_store_url,
@@ -52,8 +57,43 @@ def redact(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def settings_dict(ctx: Context) -> dict[str, Any]:
-    return {section.name: dataclasses.asdict(getattr(ctx.settings, section.name))
-            for section in dataclasses.fields(ctx.settings)}
+    out = {section.name: dataclasses.asdict(getattr(ctx.settings, section.name))
+           for section in dataclasses.fields(ctx.settings)}
+    out["spark"]["conf"] = redact(ctx.settings.spark.conf_dict())  # a table, not pairs
+    return out
+
+
+def _setting_origin(ctx: Context, section: str, key: str, environ: Mapping[str, str]) -> str:
+    """The ``SLATELIB_<SECTION>__<KEY>`` variable or the last ``--conf`` file that sets
+    ``[section] key`` ("default" when none does)."""
+    import tomllib
+
+    var = f"SLATELIB_{section.upper()}__{key.upper()}"
+    if environ.get(var) is not None:
+        return var
+    for path in reversed(list(ctx.args.conf)):
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        table = data.get(section)
+        if isinstance(table, Mapping) and key in table:
+            return str(path)
+    return "default"
+
+
+def object_store_dict(ctx: Context, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The ``[object_store]`` settings that are set, with where each came from."""
+    settings = ctx.settings.object_store
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if value is None or value == "":
+            continue
+        out[f.name] = {"value": value,
+                       "from": _setting_origin(ctx, "object_store", f.name, environ)}
+    return out
 
 
 def store_dict(ctx: Context, environ: Mapping[str, str]) -> tuple[dict[str, Any], bool]:
@@ -65,9 +105,10 @@ def store_dict(ctx: Context, environ: Mapping[str, str]) -> tuple[dict[str, Any]
     out: dict[str, Any] = {"url": ctx.store_url, "scheme": scheme}
     if ctx.path is not None:
         out["path"] = ctx.path
+    defaults = conf_store_defaults(ctx.settings.object_store).get(scheme, {})
     if scheme == "s3":
-        config, creds = resolve_s3_options({}, environ)
-        sources = s3_option_sources({}, environ)
+        config, creds = resolve_s3_options({}, environ, defaults)
+        sources = s3_option_sources({}, environ, defaults)
         options: dict[str, Any] = {}
         try:
             checked = check_s3_config(config, sources)
@@ -88,6 +129,12 @@ def store_dict(ctx: Context, environ: Mapping[str, str]) -> tuple[dict[str, Any]
                 "from": "obstore's AWS chain (environment, web identity, ECS/EC2 metadata)",
                 "set": present}
     elif scheme in _STORE_ENV_PREFIXES:
+        applied = apply_conf_defaults(scheme, {}, defaults, environ)
+        labels = {opt: f"[object_store] {name}"
+                  for name, (opt, _) in CONF_STORE_KEYS[scheme].items()}
+        if applied:
+            out["options"] = {k: {"value": v, "from": labels.get(k, "[object_store]")}
+                              for k, v in applied.items()}
         prefixes = _STORE_ENV_PREFIXES[scheme]
         out["environment"] = redact({n: environ[n] for n in sorted(environ)
                                      if n.startswith(prefixes)})
@@ -126,8 +173,11 @@ def cmd_config_show(ctx: Context) -> int | None:
     store, broken = store_dict(ctx, os.environ)
     out: dict[str, Any] = {
         "conf_files": list(ctx.args.conf),
+        "env_files": list(getattr(ctx.args, "env_file", None) or []),
         "settings": settings_dict(ctx),
     }
+    if object_store := object_store_dict(ctx, os.environ):
+        out["object_store"] = object_store
     if store:
         out["store"] = store
     fmt = ctx.args.config_format or ("json" if ctx.args.format == "json" else "toml")

@@ -37,7 +37,10 @@ def option_to_str(key: str, value: OptionValue) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
-    """URL of a store root plus explicit options, as sorted ``(key, value)`` string pairs.
+    """URL of a store root plus explicit options, as sorted ``(key, value)`` string pairs,
+    and ``defaults``: the ``[object_store]`` settings of the process that opened it (non-secret
+    fallbacks below each opening process's environment, see
+    :func:`slatelib.objstore.url.set_store_defaults`).
 
     Spark ships this to executors, which call :meth:`open`. Options given here travel with
     the spec (pickled), so pass credentials through the environment of each process rather
@@ -47,9 +50,11 @@ class StoreSpec:
 
     url: str
     options: tuple[tuple[str, str], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
-    def of(url: str, options: Mapping[str, OptionValue] | None = None) -> StoreSpec:
+    def of(url: str, options: Mapping[str, OptionValue] | None = None,
+           defaults: Mapping[str, str] | None = None) -> StoreSpec:
         """Build a spec with canonical (sorted, stringified) options.
 
         Raises:
@@ -58,7 +63,7 @@ class StoreSpec:
         if not isinstance(url, str) or not url:
             raise InvalidArgumentError(f"url must be a non-empty string, got {url!r}")
         pairs = tuple(sorted((k, option_to_str(k, v)) for k, v in (options or {}).items()))
-        return StoreSpec(url, pairs)
+        return StoreSpec(url, pairs, tuple(sorted((defaults or {}).items())))
 
     def options_dict(self) -> dict[str, str]:
         """The options as a dict."""
@@ -71,10 +76,12 @@ class StoreSpec:
             InvalidArgumentError: bad URL or options.
             StorageError: the store cannot be created (e.g. the local root is a file).
         """
-        from slatelib.objstore.url import open_raw_store, with_retries
+        from slatelib.objstore.url import open_raw_store_with, with_retries
 
-        return with_retries(open_raw_store(self.url, **self.options_dict()))
+        return with_retries(open_raw_store_with(self.url, self.options_dict(),
+                                                dict(self.defaults)))
 
     def __repr__(self) -> str:
         shown = tuple((k, "***" if k in SECRET_OPTIONS else v) for k, v in self.options)
-        return f"StoreSpec(url={self.url!r}, options={shown!r})"
+        more = f", defaults={self.defaults!r}" if self.defaults else ""
+        return f"StoreSpec(url={self.url!r}, options={shown!r}{more})"

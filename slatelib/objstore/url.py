@@ -37,6 +37,12 @@ Supported URLs (the path part follows the object-path rules of
     ``request_payer``, ``skip_signature``...). Conditional puts use a second client with
     built-in retries off (see :mod:`slatelib.objstore.obstore_store`).
 
+    Below the environment come the non-secret ``[object_store]`` settings (``endpoint``,
+    ``region``, ``allow_http``, ``virtual_hosted_style_request``, ``timeout``,
+    ``connect_timeout``) that the CLI and the jobs register with
+    :func:`set_store_defaults`: precedence is explicit options, then the variables above,
+    then ``[object_store]``.
+
     Misconfiguration is refused before any request with an ``InvalidArgumentError`` (exit
     code 2, invalid_input) that names the option or environment variable: an endpoint that
     is not ``http(s)://host[:port][/path]``, ``http://`` with ``allow_http`` false, a
@@ -44,7 +50,9 @@ Supported URLs (the path part follows the object-path rules of
     warned about once (naming the closest known name) and ignored.
 ``gs://bucket[/prefix]``, ``az://container[/prefix]``
     Passed to obstore's ``from_url`` with the options as its config (and obstore's
-    ``GOOGLE_*``/``AZURE_*`` environment variables). Not covered by slatelib's tests.
+    ``GOOGLE_*``/``AZURE_*`` environment variables). ``[object_store]`` settings fill an
+    option only when neither an option nor its environment variable is set
+    (:data:`CONF_STORE_KEYS`). Not covered by slatelib's tests beyond that.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from urllib.parse import urlsplit
 
 from obstore.store import LocalStore, MemoryStore, S3Store, from_url
 
-from slatelib.config import warn_unknown_env
+from slatelib.config import ObjectStoreSettings, warn_unknown_env
 from slatelib.errors import InvalidArgumentError, PathIsFileError, SlateError
 from slatelib.objstore.local_files import file_in_the_way
 from slatelib.objstore.object_store import ObjectStore, check_prefix
@@ -89,6 +97,92 @@ S3_CREDENTIAL_ENV = {
     "secret_access_key": "SLATELIB_S3_SECRET_ACCESS_KEY",
     "session_token": "SLATELIB_S3_SESSION_TOKEN",
 }
+
+CONF_STORE_KEYS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "s3": {
+        "endpoint": ("endpoint", S3_ENV["endpoint"]),
+        "region": ("region", S3_ENV["region"]),
+        "allow_http": ("allow_http", S3_ENV["allow_http"]),
+        "virtual_hosted_style_request": ("virtual_hosted_style_request",
+                                         S3_ENV["virtual_hosted_style_request"]),
+        "timeout": ("timeout", ()),
+        "connect_timeout": ("connect_timeout", ()),
+    },
+    "gs": {
+        "gcs_base_url": ("base_url", ("GOOGLE_BASE_URL",)),
+        "gcs_service_account_path": ("service_account", (
+            "GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH",
+            "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT_KEY")),
+        "allow_http": ("allow_http", ()),
+        "timeout": ("timeout", ()),
+        "connect_timeout": ("connect_timeout", ()),
+    },
+    "az": {
+        "endpoint": ("endpoint", ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")),
+        "azure_account_name": ("account_name", ("AZURE_STORAGE_ACCOUNT_NAME",)),
+        "azure_use_emulator": ("use_emulator", ("AZURE_STORAGE_USE_EMULATOR",)),
+        "allow_http": ("allow_http", ("AZURE_ALLOW_HTTP",)),
+        "timeout": ("timeout", ()),
+        "connect_timeout": ("connect_timeout", ()),
+    },
+}
+"""Per scheme: ``[object_store]`` setting -> (store option, environment variables that win
+over it)."""
+
+_store_defaults: dict[str, dict[str, str]] = {}
+
+
+def conf_store_defaults(settings: ObjectStoreSettings) -> dict[str, dict[str, str]]:
+    """The ``[object_store]`` settings that are set, per scheme, as store options."""
+    out: dict[str, dict[str, str]] = {}
+    for scheme, keys in CONF_STORE_KEYS.items():
+        values: dict[str, str] = {}
+        for field_name, (option, _) in keys.items():
+            value = getattr(settings, field_name)
+            if value is None or value == "":
+                continue
+            values[option] = option_to_str(option, value)
+        if values:
+            out[scheme] = values
+    return out
+
+
+def set_store_defaults(settings: ObjectStoreSettings | None) -> None:
+    """Register the ``[object_store]`` settings as this process's store defaults (None
+    forgets them): every later :func:`open_store` of an ``s3://``, ``gs://`` or ``az://`` URL
+    uses each one when neither an explicit option nor its environment variable is set, and
+    the stores' :class:`StoreSpec` carries them to Spark executors. The CLI and the jobs
+    call this right after loading settings."""
+    _store_defaults.clear()
+    if settings is not None:
+        _store_defaults.update(conf_store_defaults(settings))
+
+
+def store_defaults(scheme: str) -> dict[str, str]:
+    """The registered ``[object_store]`` defaults for ``scheme``, as store options."""
+    return dict(_store_defaults.get(scheme, {}))
+
+
+def conf_option_label(scheme: str, option: str) -> str:
+    """How ``slate config show`` names the ``[object_store]`` setting behind ``option``."""
+    for field_name, (opt, _) in CONF_STORE_KEYS.get(scheme, {}).items():
+        if opt == option:
+            return f"[object_store] {field_name}"
+    return f"[object_store] {option}"
+
+
+def apply_conf_defaults(scheme: str, options: Mapping[str, str], defaults: Mapping[str, str],
+                        environ: Mapping[str, str]) -> dict[str, str]:
+    """``options`` plus each default whose option is not given and whose environment
+    variables are all unset (the environment wins over ``[object_store]``)."""
+    out = dict(options)
+    env_names = dict(CONF_STORE_KEYS.get(scheme, {}).values())
+    for option, value in defaults.items():
+        if option in out or any(environ.get(n) for n in env_names.get(option, ())):
+            continue
+        out[option] = value
+    return out
+
 
 _CLIENT_BOOL = ("allow_http", "allow_invalid_certificates")
 _CLIENT_STR = ("timeout", "connect_timeout")
@@ -227,9 +321,18 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
         PathIsFileError: the local root is a file, or lies below one.
         StorageError: the store cannot be created.
     """
+    scheme = url.partition("://")[0] if isinstance(url, str) else ""
+    return open_raw_store_with(url, options, store_defaults(scheme))
+
+
+def open_raw_store_with(url: str, options: Mapping[str, OptionValue],
+                        defaults: Mapping[str, str]) -> ObjectStore:
+    """:func:`open_raw_store` with explicit ``[object_store]`` ``defaults`` (those of
+    :func:`set_store_defaults` by default; a :class:`StoreSpec` passes its own)."""
     scheme, host, path = _parse(url, "store url")
     opts = {k: option_to_str(k, v) for k, v in options.items()}
-    spec = StoreSpec.of(_join_url(_root_url(scheme, host), path), opts)
+    defaults = dict(defaults) if scheme in CONF_STORE_KEYS else {}
+    spec = StoreSpec.of(_join_url(_root_url(scheme, host), path), opts, defaults)
     if scheme in ("file", "memory") and opts:
         raise InvalidArgumentError(f"{scheme}:// stores take no options, got {sorted(opts)}")
     try:
@@ -241,8 +344,9 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
         if scheme == "memory":
             return ObstoreObjectStore(_memory_store(host), spec=spec, root=path)
         if scheme == "s3":
-            return _open_s3(host, path, opts, spec)
-        return _open_from_url(spec.url, opts, spec)
+            return _open_s3(host, path, opts, spec, defaults)
+        return _open_from_url(spec.url, apply_conf_defaults(scheme, opts, defaults, os.environ),
+                              spec)
     except SlateError:
         raise
     except Exception as exc:
@@ -305,12 +409,14 @@ def _split_client_options(opts: dict[str, str]) -> tuple[ClientConfig, RetryConf
 
 
 def resolve_s3_options(
-    options: Mapping[str, str], environ: Mapping[str, str]
+    options: Mapping[str, str], environ: Mapping[str, str],
+    defaults: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], tuple[str, str, str | None] | None]:
     """S3 settings after the environment fallbacks: ``(config, credentials)``.
 
     ``config`` holds every option (credential keys removed) with the non-credential keys
-    of :data:`S3_ENV` filled from the environment; ``credentials`` is
+    of :data:`S3_ENV` filled from the environment, then from ``defaults`` (the
+    ``[object_store]`` settings, :func:`store_defaults`); ``credentials`` is
     ``(access_key_id, secret_access_key, session_token)`` from the options or the
     ``SLATELIB_S3_*`` variables, or None to let obstore's AWS chain decide.
 
@@ -323,6 +429,8 @@ def resolve_s3_options(
             found = next((environ[n] for n in names if environ.get(n)), None)
             if found is not None:
                 config[key] = found
+    for key, value in (defaults or {}).items():
+        config.setdefault(key, value)
     sources: list[Mapping[str, str | None]] = [
         {k: options.get(k) for k in S3_CREDENTIAL_ENV},
         {k: environ.get(n) for k, n in S3_CREDENTIAL_ENV.items()},
@@ -342,15 +450,18 @@ S3_ENDPOINT_KEYS = ("endpoint", "aws_endpoint", "endpoint_url", "aws_endpoint_ur
 """The obstore ``S3Config`` spellings of the endpoint option."""
 
 
-def s3_option_sources(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+def s3_option_sources(options: Mapping[str, str], environ: Mapping[str, str],
+                      defaults: Mapping[str, str] | None = None) -> dict[str, str]:
     """Where each non-credential S3 option of :func:`resolve_s3_options` comes from: ``store
-    option 'KEY'`` or the name of the environment variable."""
+    option 'KEY'``, the name of the environment variable or ``[object_store] KEY``."""
     sources = {k: f"store option {k!r}" for k in options}
     for key, names in S3_ENV.items():
         if key not in options:
             found = next((n for n in names if environ.get(n)), None)
             if found is not None:
                 sources[key] = found
+    for key in defaults or {}:
+        sources.setdefault(key, conf_option_label("s3", key))
     return sources
 
 
@@ -366,7 +477,9 @@ def check_s3_config(config: Mapping[str, str], sources: Mapping[str, str]) -> di
 
     def where(key: str) -> str:
         src = sources.get(key, f"store option {key!r}")
-        return src if src.startswith("store option") else f"{src} (S3 option {key!r})"
+        if src.startswith(("store option", "[object_store]")):
+            return src
+        return f"{src} (S3 option {key!r})"
 
     allow_http: bool | None = None
     if "allow_http" in out:
@@ -415,10 +528,11 @@ def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Cr
     return lambda: value
 
 
-def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec) -> ObjectStore:
+def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec,
+             defaults: Mapping[str, str]) -> ObjectStore:
     warn_unknown_env(os.environ, only_prefix="SLATELIB_S3_")
-    config, creds = resolve_s3_options(opts, os.environ)
-    config = check_s3_config(config, s3_option_sources(opts, os.environ))
+    config, creds = resolve_s3_options(opts, os.environ, defaults)
+    config = check_s3_config(config, s3_option_sources(opts, os.environ, defaults))
     client, retry = _split_client_options(config)
     provider = _static_credentials(creds) if creds else None
     kwargs: dict[str, Any] = dict(config)

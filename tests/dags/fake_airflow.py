@@ -1,21 +1,20 @@
-"""A stand-in for the few Airflow names the DAG files use (``DAG`` as a context manager and
-``BashOperator``), so the fast DAG tests run in the project's venv, which has no Airflow.
-``tests/dags/test_real_airflow.py`` checks the same files against real Airflow."""
+"""A stand-in for the few Airflow names the DAG files use (``DAG``, ``Param``, ``Variable``,
+the skip/fail exceptions and the operators they subclass), so the fast DAG tests run in the
+project's venv, which has no Airflow: they load a DAG file and turn its params into the
+job's arguments with ``slatelib_dag_common.job_plan``, as the ``plan`` task does.
+``tests/dags/test_real_airflow.py`` runs the same files on real Airflow 3."""
 
 from __future__ import annotations
 
 import importlib.util
-import shlex
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TS_NODASH = "20260101T000000"
 
 
 class FakeDag:
@@ -24,7 +23,7 @@ class FakeDag:
     def __init__(self, dag_id: str, **kwargs: Any) -> None:
         self.dag_id = dag_id
         self.kwargs = kwargs
-        self.tasks: list[FakeBash] = []
+        self.tasks: list[FakeOperator] = []
 
     def __enter__(self) -> FakeDag:
         FakeDag.current = self
@@ -42,34 +41,69 @@ class FakeParam:
         self.schema = schema
 
 
-def param_values(params: dict[str, Any]) -> dict[str, Any]:
-    """The params' values as the templates see them (a ``Param`` by its default)."""
-    return {k: v.value if isinstance(v, FakeParam) else v for k, v in params.items()}
+class FakeVariable:
+    values: dict[str, str] = {}
+
+    @classmethod
+    def get(cls, key: str, default: Any = None) -> Any:
+        return cls.values.get(key, default)
 
 
-class FakeBash:
-    def __init__(self, *, task_id: str, bash_command: str, **kwargs: Any) -> None:
+class FakeOperator:
+    def __init__(self, *, task_id: str, **kwargs: Any) -> None:
         self.task_id = task_id
-        self.bash_command = bash_command
         self.kwargs = kwargs
+        self.downstream: list[FakeOperator] = []
         assert FakeDag.current is not None, "operator created outside a DAG"
         FakeDag.current.tasks.append(self)
 
+    def __rshift__(self, other: FakeOperator) -> FakeOperator:
+        self.downstream.append(other)
+        return other
 
-def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
-    """Execute ``dag_file`` (and ``slatelib_dag_common`` next to it) against the stand-in;
-    fails if either imports slatelib."""
-    airflow = types.ModuleType("airflow")
-    airflow.DAG = FakeDag  # type: ignore[attr-defined]
-    bash = types.ModuleType("airflow.providers.standard.operators.bash")
-    bash.BashOperator = FakeBash  # type: ignore[attr-defined]
+
+class SkipRun(Exception):
+    pass
+
+
+class FailRun(Exception):
+    pass
+
+
+def param_values(params: dict[str, Any]) -> dict[str, Any]:
+    """The params' values as a run sees them (a ``Param`` by its default)."""
+    return {k: v.value if isinstance(v, FakeParam) else v for k, v in params.items()}
+
+
+def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path,
+             variables: dict[str, str] | None = None,
+             ) -> tuple[FakeDag, types.ModuleType, types.ModuleType]:
+    """Execute ``dag_file`` (and ``slatelib_dag_common`` next to it) against the stand-in,
+    without the Spark provider, with ``variables`` as the Airflow Variables; fails if either
+    imports slatelib. Returns the DAG, the common module and the DAG file's module."""
+    monkeypatch.setattr(FakeVariable, "values", dict(variables or {}))
     sdk = types.ModuleType("airflow.sdk")
-    sdk.Param = FakeParam  # type: ignore[attr-defined]
-    for name, mod in {"airflow": airflow, "airflow.sdk": sdk,
-                      "airflow.providers": types.ModuleType("p"),
-                      "airflow.providers.standard": types.ModuleType("s"),
-                      "airflow.providers.standard.operators": types.ModuleType("o"),
-                      "airflow.providers.standard.operators.bash": bash}.items():
+    sdk.DAG, sdk.Param, sdk.Variable = FakeDag, FakeParam, FakeVariable  # type: ignore[attr-defined]
+    exceptions = types.ModuleType("airflow.sdk.exceptions")
+    exceptions.AirflowSkipException = SkipRun  # type: ignore[attr-defined]
+    exceptions.AirflowFailException = FailRun  # type: ignore[attr-defined]
+    bash = types.ModuleType("airflow.providers.standard.operators.bash")
+    bash.BashOperator = FakeOperator  # type: ignore[attr-defined]
+    python = types.ModuleType("airflow.providers.standard.operators.python")
+    python.BranchPythonOperator = FakeOperator  # type: ignore[attr-defined]
+    modules = {"airflow": types.ModuleType("airflow"), "airflow.sdk": sdk,
+               "airflow.sdk.exceptions": exceptions,
+               "airflow.providers": types.ModuleType("p"),
+               "airflow.providers.standard": types.ModuleType("s"),
+               "airflow.providers.standard.operators": types.ModuleType("o"),
+               "airflow.providers.standard.operators.bash": bash,
+               "airflow.providers.standard.operators.python": python,
+               # no Spark provider: the DAGs keep their BashOperator runner only
+               "airflow.providers.apache": None,
+               "airflow.providers.apache.spark": None,
+               "airflow.providers.apache.spark.operators": None,
+               "airflow.providers.apache.spark.operators.spark_submit": None}
+    for name, mod in modules.items():
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.syspath_prepend(str(dag_file.parent))  # as Airflow does for its DAGs folder
     monkeypatch.delitem(sys.modules, "slatelib_dag_common", raising=False)
@@ -80,12 +114,19 @@ def load_dag(monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> FakeDag:
     spec.loader.exec_module(module)
     assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("slatelib", "jobs")}
     loaded: FakeDag = module.dag
-    return loaded
+    return loaded, sys.modules["slatelib_dag_common"], module
 
 
-def render(dag: FakeDag, job: str, **overrides: Any) -> list[str]:
-    """The job's arguments in the command the DAG's only task renders (Jinja, as Airflow)."""
-    params = {**param_values(dag.kwargs["params"]), **overrides}
-    text = jinja2.Template(dag.tasks[0].bash_command).render(params=params, ts_nodash=TS_NODASH)
-    argv = shlex.split(text.replace("\\\n", " "))
-    return argv[argv.index(job) + 1:]
+def plan(dag: FakeDag, common: types.ModuleType, own_args: Any, *, job: str,
+         selection: bool = True, **overrides: Any) -> dict[str, Any]:
+    """What the DAG's ``plan`` task pushes for a run with ``overrides`` as its conf (the
+    project directory defaults to this checkout)."""
+    params = {**param_values(dag.kwargs["params"]), "project_dir": str(ROOT), "executor_env": "",
+              **overrides}
+    result: dict[str, Any] = common.job_plan(job, params, own_args, selection=selection)
+    return result
+
+
+def job_argv(plan: dict[str, Any], report: str = "/tmp/r.json") -> list[str]:
+    """The job's arguments as the run task passes them."""
+    return [*plan["argv"], "--report", report]

@@ -1,78 +1,103 @@
-"""The compaction DAG: compiles, imports nothing from slatelib (nor anything but Airflow and
-the standard library), and renders a spark-submit command that ``jobs/compact.py`` accepts.
+"""The compaction DAG: compiles, imports nothing from slatelib (nor anything but the
+standard library and the DAGs' common module), and plans arguments that ``jobs/compact.py``
+accepts; a run without databases skips, one without a project directory fails clearly.
 
 The project's virtualenv has no Airflow (it lives in .venv-airflow), so these fast tests
-provide the names the DAG file uses (``DAG`` as a context manager, ``BashOperator``) and
-render the command with Jinja; tests/dags/test_real_airflow.py loads the same file in real
-Airflow.
+run the file against a stand-in (tests/dags/fake_airflow.py); tests/dags/test_real_airflow.py
+runs it on real Airflow 3.
 """
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobs.compact import build_parser
-from tests.dags.fake_airflow import ROOT, FakeDag, load_dag
-from tests.dags.fake_airflow import render as render_job
+from tests.dags.fake_airflow import ROOT, FailRun, SkipRun, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags
 
 DAG_FILE = ROOT / "airflow_dags" / "compaction.py"
 
 
-@pytest.fixture
-def dag(monkeypatch: pytest.MonkeyPatch) -> FakeDag:
-    return load_dag(monkeypatch, DAG_FILE)
+def args_for(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str] | None = None,
+             **overrides: Any) -> Any:
+    """The job's arguments as a run with ``overrides`` as its conf plans them."""
+    dag, common, module = load_dag(monkeypatch, DAG_FILE, variables)
+    planned = plan(dag, common, module.compact_args, job="compact", **overrides)
+    return build_parser().parse_args(job_argv(planned))
 
 
-def render(dag: FakeDag, **overrides: Any) -> list[str]:
-    return render_job(dag, "jobs/compact.py", **overrides)
+@pytest.mark.parametrize("path", [DAG_FILE, ROOT / "airflow_dags" / "slatelib_dag_common.py"])
+def test_dag_files_import_nothing_from_slatelib(path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    compile(tree, str(path), "exec")
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"slatelib", "jobs"}, imported
+    if path == DAG_FILE:
+        assert imported <= {"__future__", "datetime", "typing", "slatelib_dag_common"}, imported
 
 
-def test_dag_file_compiles_and_imports_only_airflow_and_the_standard_library() -> None:
-    tree = ast.parse(DAG_FILE.read_text(), str(DAG_FILE))
-    compile(tree, str(DAG_FILE), "exec")
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "datetime", "airflow", "slatelib_dag_common"}, imported
-
-
-def test_dag_has_one_spark_submit_task_and_runs_one_at_a_time(dag: FakeDag) -> None:
-    assert dag.dag_id == "compaction" and [t.task_id for t in dag.tasks] == ["compact"]
+def test_dag_is_namespaced_and_runs_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    dag, _, _ = load_dag(monkeypatch, DAG_FILE)
+    assert dag.dag_id == "slatelib_compaction"
+    assert [t.task_id for t in dag.tasks] == ["plan", "compact"]  # no Spark provider here
     assert dag.kwargs["max_active_runs"] == 1 and dag.kwargs["catchup"] is False
-    assert "spark-submit" in dag.tasks[0].bash_command
+    params = dag.kwargs["params"]
+    assert params["runner"].value == "bash" and params["runner"].schema["enum"] == ["bash"]
+    assert params["policy"].value == "size-tiered"  # keeps sorted runs bounded
 
 
-def test_rendered_command_is_accepted_by_the_job(dag: FakeDag) -> None:
-    argv = render(dag, databases=["s3://bucket/a", "s3://bucket/b"],
-                  conf_files=["conf/base.toml", "conf/prod.toml"])
-    args = build_parser().parse_args(argv)
+def test_planned_arguments_are_accepted_by_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = args_for(monkeypatch, databases=["s3://bucket/a", "s3://bucket/b"],
+                    conf_files=["conf/base.toml", "/etc/slatelib/prod.toml"])
     assert args.db == ["s3://bucket/a", "s3://bucket/b"]
-    assert args.conf == ["conf/base.toml", "conf/prod.toml"]
-    assert args.policy == "size-tiered"  # a DAG left at its defaults keeps sorted runs bounded
-    assert args.max_sst_size is None and not args.dry_run
-    assert args.report == "/var/log/slatelib/compaction-20260101T000000.json"
+    assert args.conf == [str(ROOT / "conf/base.toml"), "/etc/slatelib/prod.toml"]
+    assert args.policy == "size-tiered" and args.max_sst_size is None and not args.dry_run
 
 
 @pytest.mark.parametrize(("policy", "expected"), [("l0", "l0"), ("full", "full"), ("", None)])
-def test_policy_l0_and_full_stay_explicit_choices(dag: FakeDag, policy: str,
-                                                  expected: str | None) -> None:
-    """``""`` leaves the policy to the conf files' ``[compaction] policy``."""
-    args = build_parser().parse_args(render(dag, databases=["s3://bucket/a"], policy=policy))
+def test_policy_l0_and_full_stay_explicit_choices(monkeypatch: pytest.MonkeyPatch,
+                                                  policy: str, expected: str | None) -> None:
+    args = args_for(monkeypatch, databases=["s3://bucket/a"], policy=policy)
     assert args.policy == expected
 
 
-def test_run_conf_overrides_reach_the_job(dag: FakeDag) -> None:
-    argv = render(dag, discover="s3://bucket/tenants/", policy="full", max_sst_size="128MiB",
-                  parallelism="16", dry_run=True)
-    args = build_parser().parse_args(argv)
+def test_run_conf_overrides_reach_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = args_for(monkeypatch, discover="s3://bucket/tenants/", policy="full",
+                    max_sst_size="128MiB", parallelism=16, dry_run=True, store_root="s3://bucket")
     assert (args.discover, args.policy, args.max_sst_size, args.parallelism) == \
         ("s3://bucket/tenants/", "full", "128MiB", "16")
-    assert args.dry_run
+    assert args.dry_run and args.store_root == "s3://bucket"
+
+
+def test_databases_come_from_the_variable_as_json_or_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    as_json = args_for(monkeypatch, {"slatelib_databases": '["s3://b/x", "s3://b/y"]'})
+    assert as_json.db == ["s3://b/x", "s3://b/y"]
+    as_lines = args_for(monkeypatch, {"slatelib_databases": "# tenants\ns3://b/x\n\ns3://b/z\n",
+                                      "slatelib_dbs_file": "conf/dbs.txt"})
+    assert as_lines.db == ["s3://b/x", "s3://b/z"] and as_lines.dbs_file == str(ROOT / "conf/dbs.txt")
+    run_wins = args_for(monkeypatch, {"slatelib_databases": '["s3://b/x"]'}, databases=["s3://b/q"])
+    assert run_wins.db == ["s3://b/q"]
+
+
+def test_no_database_skips_and_no_project_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SkipRun, match="slatelib_databases"):
+        args_for(monkeypatch)
+    with pytest.raises(FailRun, match="slatelib_project_dir"):
+        args_for(monkeypatch, databases=["s3://b/x"], project_dir="")
+    project = args_for(monkeypatch, {"slatelib_project_dir": str(ROOT)}, databases=["s3://b/x"],
+                       project_dir="")
+    assert project.db == ["s3://b/x"]
+    with pytest.raises(FailRun, match="no jobs/"):
+        args_for(monkeypatch, databases=["s3://b/x"], project_dir="/")
+    with pytest.raises(FailRun, match="make package-executor-env"):
+        args_for(monkeypatch, databases=["s3://b/x"], executor_env="dist/absent.tar.gz")

@@ -1,59 +1,34 @@
-"""The DAGs loaded by real Apache Airflow (2.10.5, in its own venv ``.venv-airflow`` that
-``make test`` builds from ``tests/dags/airflow-requirements.txt``): a DagBag without
-import errors, the schedule and limits as Airflow reads them, and the commands rendered by
-Airflow's own template engine from the DAG params plus run-conf overrides, parsed by the
-jobs' argument parsers.
+"""The DAGs on real Apache Airflow 3 (3.3.2 with the Spark provider, in its own venv
+``.venv-airflow`` that ``make test`` builds from ``tests/dags/airflow-requirements.txt``):
+loaded into a DagBag without import errors, then each run with ``dag.test()`` against a local
+database that the project's slatelib wrote, so a compaction (``BashOperator`` runner:
+spark-submit in a shell) and a GC (``SparkSubmitOperator`` runner, Spark connection
+``spark_default`` pointing at ``local[2]``) really happen, and their reports reach XCom.
+Also: a DAG without databases skips cleanly, and one without a project directory fails at
+once (no retry) with a message naming the Variable.
 
-The other DAG tests import the DAG files against a stand-in; this one proves the stand-in
-tells the truth. Without the Airflow venv it fails and says how to make it.
+The probe (``airflow_probe.py``) runs in the Airflow venv; the database is written and read
+here, with slatelib. Without the Airflow venv the tests fail and say how to make it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser as compact_parser
-from jobs.gc import build_parser as gc_parser
-from jobs.rescale import build_parser as rescale_parser
+from slatelib.objstore import open_store, split_db_url
+from slatelib.store.manifest_store import ManifestStore
 
 pytestmark = pytest.mark.dags
 
 ROOT = Path(__file__).resolve().parents[2]
-TS = "20260101T000000"
-
-# Runs inside the Airflow venv: loads the DagBag, renders each task's command for every
-# override set read from stdin, prints one JSON document.
-_PROBE = r"""
-import json, sys
-from airflow.models import DagBag
-
-bag = DagBag(dag_folder=sys.argv[1], include_examples=False)
-overrides = json.load(sys.stdin)
-out = {"import_errors": {k: str(v) for k, v in bag.import_errors.items()},
-       "dag_ids": sorted(bag.dag_ids), "dags": {}}
-for dag_id, dag in bag.dags.items():
-    info = {"schedule": str(dag.schedule_interval), "max_active_runs": dag.max_active_runs,
-            "catchup": dag.catchup, "tags": sorted(dag.tags), "tasks": [], "rendered": []}
-    for t in dag.tasks:
-        info["tasks"].append({"task_id": t.task_id, "operator": type(t).__name__,
-                              "timeout_s": t.execution_timeout.total_seconds(),
-                              "retries": t.retries})
-        for extra in overrides.get(dag_id, []):
-            params = dag.params.dump()
-            params.update(extra)
-            info["rendered"].append(t.render_template(
-                t.bash_command, {"params": params, "ts_nodash": sys.argv[2]},
-                jinja_env=dag.get_template_env()))
-    out["dags"][dag_id] = info
-print(json.dumps(out))
-"""
+SPARK_SUBMIT = ROOT / ".venv" / "bin" / "spark-submit"
 
 
 def airflow_python() -> str:
@@ -61,99 +36,177 @@ def airflow_python() -> str:
     assert Path(path).is_file(), (
         f"no Airflow interpreter at {path}: run `make test-dags` (or `make test`), which "
         "builds .venv-airflow, or point SLATELIB_AIRFLOW_PYTHON at a Python with "
-        "apache-airflow installed")
+        "apache-airflow 3 and apache-airflow-providers-apache-spark installed")
     return path
 
 
-def load(overrides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    home = ROOT / "var" / "airflow-home"
+def probe(tmp: Path, runs: list[dict[str, Any]], **variables: str) -> dict[str, Any]:
+    """Run the probe in the Airflow venv with a fresh AIRFLOW_HOME (SQLite) under ``tmp``."""
+    import pyspark
+
+    home = tmp / "airflow-home"
     home.mkdir(parents=True, exist_ok=True)
+    bin_dir = tmp / "bin"  # spark-submit on PATH, as the Spark connection expects it
+    bin_dir.mkdir(exist_ok=True)
+    if not (bin_dir / "spark-submit").exists():
+        (bin_dir / "spark-submit").symlink_to(SPARK_SUBMIT)
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "airflow_dags"),  # on sys.path, as deployed
-           "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
-    done = subprocess.run(
-        [airflow_python(), "-c", _PROBE, str(ROOT / "airflow_dags"), TS],
-        input=json.dumps(overrides), capture_output=True, text=True, env=env, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "airflow_dags"),
+           "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+           "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+           "SPARK_HOME": str(Path(pyspark.__file__).parent),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for name, value in variables.items():
+        env[f"AIRFLOW_VAR_{name.upper()}"] = value
+    python = airflow_python()
+    if not (home / "airflow.db").exists():
+        done = subprocess.run([python, "-m", "airflow", "db", "migrate"], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-4000:]
+    done = subprocess.run([python, str(ROOT / "tests/dags/airflow_probe.py"),
+                           str(ROOT / "airflow_dags")], input=json.dumps(runs),
+                          capture_output=True, text=True, env=env, timeout=600)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("PROBE-RESULT ")]
+    assert done.returncode == 0 and lines, (done.stdout[-6000:], done.stderr[-6000:])
+    result: dict[str, Any] = json.loads(lines[-1][len("PROBE-RESULT "):])
     return result
 
 
-def job_argv(command: str, job: str) -> list[str]:
-    argv = shlex.split(command.replace("\\\n", " "))
-    assert argv[:3] == ["cd", "/opt/slatelib", "&&"] and argv[3] == "spark-submit", argv
-    return argv[argv.index(job) + 1:]
+def write_db(url: str, tmp: Path, *, rows: int = 4000, l0s: int = 4) -> None:
+    subprocess.run([sys.executable, str(ROOT / "scripts/compaction_demo.py"), "write",
+                    "--db", url, "--rows", str(rows), "--l0s", str(l0s),
+                    "--model", str(tmp / "model.jsonl")], check=True, capture_output=True)
+
+
+def manifest(url: str) -> Any:
+    store_url, path = split_db_url(url)
+    return ManifestStore(open_store(store_url), path).read_latest().value
+
+
+def objects(url: str, kind: str) -> int:
+    return sum(1 for _ in Path(url.removeprefix("file://"), kind).iterdir())
+
+
+LOCAL = {"executor_env": "", "spark_conf": {"spark.ui.enabled": "false"}}
+"""local[2] runs: executors use the driver's Python (the project's venv), nothing packed."""
 
 
 @pytest.fixture(scope="module")
-def bag() -> dict[str, Any]:
-    return load({
-        "gc": [{}, {"databases": ["s3://b/db1", "s3://b/db2"], "dry_run": False},
-               {"discover": "s3://b/tenants/", "min_age": "10min", "dry_run": True,
-                "store_root": "s3://b"}],
-        "compaction": [{}, {"dbs_file": "/etc/slatelib/dbs.txt", "policy": "full",
-                            "parallelism": "16", "dry_run": True}],
-        "rescale": [{"db": "s3://b/db", "to": "s3://b/db-{i}"},
-                    {"db": "s3://b/db", "into": 3, "at": "k1,it's", "to": "s3://b/db-{i}",
-                     "dry_run": False, "fence_source": True, "parallelism": 4},
-                    {"command": "merge", "sources": ["s3://b/db-0", "s3://b/db-1"],
-                     "to": "s3://b/db", "dry_run": False}],
-    })
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("dags")
+    url = f"file://{tmp}/db"
+    write_db(url, tmp)
+    before = manifest(url)
+    counts = {"manifest": objects(url, "manifest"), "wal": objects(url, "wal")}
+    gc_conf = tmp / "gc-now.toml"  # so that the just-compacted L0s' siblings may go at once
+    gc_conf.write_text('[gc]\nmin_age = "0s"\nmin_age_floor = "0s"\n')
+    result = probe(tmp, [
+        {"dag_id": "slatelib_compaction",
+         "conf": {**LOCAL, "runner": "bash", "policy": "l0",
+                  "spark_submit_args": "--master local[2]", "report_dir": str(tmp / "reports")}},
+        {"dag_id": "slatelib_gc",
+         "conf": {**LOCAL, "runner": "spark_submit_operator", "dry_run": False,
+                  "conf_files": ["conf/base.toml", str(gc_conf)]}},
+        # the databases and the project from the Variables; the default runner
+        {"dag_id": "slatelib_compaction", "conf": LOCAL},
+    ], slatelib_project_dir=str(ROOT), slatelib_databases=json.dumps([url]))
+    # Same DAGs, no project directory and no databases at all (the defaults of a new setup).
+    bare = probe(tmp / "bare", [{"dag_id": "slatelib_gc", "conf": {}},
+                                {"dag_id": "slatelib_gc", "conf": {"databases": [url]}}])
+    return {"url": url, "tmp": tmp, "before": before, "after": manifest(url), "counts": counts,
+            "result": result, "bare": bare}
 
 
-def test_airflow_loads_every_dag_without_import_errors(bag: dict[str, Any]) -> None:
-    assert bag["import_errors"] == {}
-    assert bag["dag_ids"] == ["compaction", "gc", "rescale"]
-
-
-def test_schedules_and_limits_are_what_airflow_reads(bag: dict[str, Any]) -> None:
-    gc, compaction = bag["dags"]["gc"], bag["dags"]["compaction"]
+def test_airflow_3_loads_every_dag_with_namespaced_ids(runs: dict[str, Any]) -> None:
+    result = runs["result"]
+    assert result["import_errors"] == {}
+    assert sorted(result["dags"]) == ["slatelib_compaction", "slatelib_gc", "slatelib_rescale"]
+    gc, compaction, rescale = (result["dags"][f"slatelib_{n}"]
+                               for n in ("gc", "compaction", "rescale"))
     assert (gc["schedule"], gc["max_active_runs"], gc["catchup"]) == ("1:00:00", 1, False)
-    assert (compaction["schedule"], compaction["max_active_runs"], compaction["catchup"]) == \
-        ("0:30:00", 1, False)
-    assert gc["tasks"] == [{"task_id": "gc", "operator": "BashOperator",
-                            "timeout_s": 7200.0, "retries": 1}]
-    assert compaction["tasks"] == [{"task_id": "compact", "operator": "BashOperator",
-                                    "timeout_s": 14400.0, "retries": 1}]
+    assert (compaction["schedule"], compaction["max_active_runs"]) == ("0:30:00", 1)
+    assert rescale["schedule"] == "None"
+    assert compaction["tasks"]["plan"]["downstream"] == ["compact", "compact_spark"]
+    assert compaction["tasks"]["compact"]["operator"] == "SlatelibBashOperator"
+    assert compaction["tasks"]["compact_spark"]["operator"] == "SlatelibSparkSubmitOperator"
+    assert compaction["tasks"]["compact"]["timeout_s"] == 14400.0
+    assert gc["tasks"]["plan"]["retries"] == 0 and gc["tasks"]["gc"]["retries"] == 1
+    assert rescale["tasks"]["rescale"]["retries"] == 0
 
 
-def test_gc_commands_rendered_by_airflow_are_accepted_by_the_job(bag: dict[str, Any]) -> None:
-    default, listed, discovered = (gc_parser().parse_args(job_argv(c, "jobs/gc.py"))
-                                   for c in bag["dags"]["gc"]["rendered"])
-    assert default.db == [] and default.dry_run is None  # the conf decides: dry run in base
-    assert default.conf == ["conf/base.toml"]
-    assert default.report == f"/var/log/slatelib/gc-{TS}.json"
-    assert listed.db == ["s3://b/db1", "s3://b/db2"] and listed.dry_run is False
-    assert (discovered.discover, discovered.min_age, discovered.dry_run) == \
-        ("s3://b/tenants/", "10min", True)
-    assert default.store_root is None and discovered.store_root == "s3://b"
+def test_params_are_typed_and_name_what_make_builds(runs: dict[str, Any]) -> None:
+    dags = runs["result"]["dags"]
+    gc, compaction = dags["slatelib_gc"]["params"], dags["slatelib_compaction"]["params"]
+    assert compaction["databases"]["schema"]["type"] == "array"
+    assert compaction["databases"]["value"] == [] and compaction["project_dir"]["value"] == ""
+    assert compaction["policy"]["value"] == "size-tiered"
+    assert compaction["parallelism"]["schema"]["type"] == ["null", "integer"]
+    assert gc["dry_run"]["value"] is None and gc["dry_run"]["schema"]["type"] == ["null", "boolean"]
+    assert gc["runner"]["value"] == "spark_submit_operator"
+    assert gc["spark_conn_id"]["value"] == "spark_default"
+    makefile = (ROOT / "Makefile").read_text()
+    default_env = gc["executor_env"]["value"]
+    assert f"EXECUTOR_ENV := {default_env}" in makefile, default_env
+    rescale = dags["slatelib_rescale"]["params"]
+    assert rescale["into"]["schema"] == {"type": "integer", "minimum": 2}
+    assert rescale["command"]["schema"]["enum"] == ["split", "merge"]
+    assert rescale["dry_run"]["value"] is True and "databases" not in rescale
 
 
-def test_compaction_commands_rendered_by_airflow_are_accepted_by_the_job(
-    bag: dict[str, Any],
+def test_compaction_dag_compacts_and_pushes_its_report(runs: dict[str, Any]) -> None:
+    run = runs["result"]["runs"][0]
+    assert run["state"] == "success", run["tasks"]
+    assert run["tasks"]["compact"]["state"] == "success"
+    assert run["tasks"]["compact_spark"]["state"] == "skipped"
+    report = run["xcom"]["compact"]["return_value"]
+    assert report["job"] == "compact" and report["status"] == "success"
+    assert run["xcom"]["compact"]["headline"] == report["headline"]
+    assert report["headline"].startswith("compacted 4 L0")
+    (db,) = report["databases"]
+    assert db["outcome"] == "committed" and db["db"] == runs["url"]
+    before, after = runs["before"], runs["after"]
+    assert len(before.l0) == 4 and not after.l0 and len(after.compacted) == 1
+    kept = list((runs["tmp"] / "reports").glob("compaction-*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == report
+
+
+def test_gc_dag_deletes_through_spark_submit_operator(runs: dict[str, Any]) -> None:
+    run = runs["result"]["runs"][1]
+    assert run["state"] == "success", run["tasks"]
+    assert run["tasks"]["gc_spark"]["state"] == "success"
+    assert run["tasks"]["gc"]["state"] == "skipped"
+    report = run["xcom"]["gc_spark"]["return_value"]
+    assert report["job"] == "gc" and report["status"] == "success"
+    assert report["dry_run"] is False and report["totals"]["deleted"] > 0
+    assert run["xcom"]["gc_spark"]["headline"].startswith(
+        f"deleted {report['totals']['deleted']} objects")
+    deleted = report["databases"][0]["kinds"]
+    assert deleted["manifest"]["deleted"] > 0 and deleted["wal"]["deleted"] > 0
+    for kind in ("manifest", "wal"):  # gone from the disk, not only from the report
+        assert objects(runs["url"], kind) < runs["counts"][kind]
+
+
+def test_databases_and_project_come_from_variables(runs: dict[str, Any]) -> None:
+    run = runs["result"]["runs"][2]
+    assert run["state"] == "success", run["tasks"]
+    assert run["tasks"]["compact_spark"]["state"] == "success"  # the default runner
+    plan = run["xcom"]["plan"]["plan"]
+    argv = plan["argv"]
+    assert plan["project_dir"] == str(ROOT) and argv[argv.index("--db") + 1] == runs["url"]
+    assert argv[argv.index("--policy") + 1] == "size-tiered"
+    report = run["xcom"]["compact_spark"]["return_value"]
+    assert report["status"] == "success"  # one sorted run left: nothing to do
+    assert report["databases"][0]["outcome"] == "nothing_to_do"
+
+
+def test_new_setup_skips_without_databases_and_fails_clearly_without_project(
+    runs: dict[str, Any],
 ) -> None:
-    default, overridden = (compact_parser().parse_args(job_argv(c, "jobs/compact.py"))
-                           for c in bag["dags"]["compaction"]["rendered"])
-    assert default.db == [] and not default.dry_run and default.policy == "size-tiered"
-    assert default.report == f"/var/log/slatelib/compaction-{TS}.json"
-    assert (overridden.dbs_file, overridden.policy, overridden.parallelism) == \
-        ("/etc/slatelib/dbs.txt", "full", "16")
-    assert overridden.dry_run
-
-
-def test_rescale_is_manual_and_its_commands_are_accepted_by_the_job(bag: dict[str, Any],
-                                                                   ) -> None:
-    rescale = bag["dags"]["rescale"]
-    assert (rescale["schedule"], rescale["max_active_runs"], rescale["catchup"]) == \
-        ("None", 1, False)
-    assert rescale["tasks"] == [{"task_id": "rescale", "operator": "BashOperator",
-                                 "timeout_s": 43200.0, "retries": 0}]
-    default, split, merge = (rescale_parser().parse_args(job_argv(c, "jobs/rescale.py"))
-                             for c in rescale["rendered"])
-    assert (default.command, default.into, default.dry_run) == ("split", 2, True)
-    assert default.report == f"/var/log/slatelib/rescale-split-{TS}.json"
-    assert (split.into, split.at, split.to) == (3, "k1,it's", "s3://b/db-{i}")
-    assert split.fence_source and not split.dry_run and split.parallelism == 4
-    assert merge.command == "merge" and merge.source == ["s3://b/db-0", "s3://b/db-1"]
-    assert merge.to == "s3://b/db" and not merge.dry_run
+    nothing, no_project = runs["bare"]["runs"]
+    assert nothing["state"] == "success"  # a skipped run is not a failed one
+    assert {t: s["state"] for t, s in nothing["tasks"].items()} == \
+        {"plan": "skipped", "gc": "skipped", "gc_spark": "skipped"}
+    assert nothing["tasks"]["plan"]["try_number"] == 1
+    assert no_project["state"] == "failed"
+    assert no_project["tasks"]["plan"]["state"] == "failed"
+    assert no_project["tasks"]["plan"]["try_number"] == 1  # no retry

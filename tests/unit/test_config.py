@@ -80,3 +80,63 @@ def test_other_unknown_slatelib_variables_warn_once_each(
         "ignored",
     ]
     assert config.closest_env_name("SLATELIB_ZZZZZZZZZZZZZZZZZZZZZZZZZZZZ") is None
+
+
+@pytest.mark.parametrize("overlay", ["dev.toml", "prod.toml"])
+def test_example_overlays_load(overlay: str) -> None:
+    from slatelib.config import Settings
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    s = load_settings([conf / "base.toml", conf / overlay], env={})
+    assert s != Settings()
+    assert s.gc.dry_run is True  # neither overlay turns deletion on by default
+    assert s.spark.log_level == "WARN"
+
+
+def test_object_store_and_spark_sections(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text('[object_store]\nendpoint = "http://h:9000"\nallow_http = true\n'
+                 '[spark]\nmaster = "local[3]"\n[spark.conf]\n"spark.x" = 4\n"spark.y" = true\n')
+    s = load_settings(f, env={"SLATELIB_OBJECT_STORE__REGION": "eu-west-1"})
+    assert (s.object_store.endpoint, s.object_store.allow_http) == ("http://h:9000", True)
+    assert s.object_store.region == "eu-west-1"
+    assert s.object_store.virtual_hosted_style_request is None
+    assert s.spark.master == "local[3]"
+    assert s.spark.conf_dict() == {"spark.x": "4", "spark.y": "true"}
+    s = load_settings(env={"SLATELIB_SPARK__CONF": '{"spark.a": "b"}'})
+    assert s.spark.conf == (("spark.a", "b"),)
+    with pytest.raises(InvalidArgumentError, match="spark.conf"):
+        load_settings(env={"SLATELIB_SPARK__CONF": "spark.a=b"})
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[object_store]\nsecret_access_key = "x"\n')
+    with pytest.raises(InvalidArgumentError, match="secret_access_key"):
+        load_settings(bad, env={})
+
+
+def test_env_file_parsing_and_precedence(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slatelib.config import load_env_files, parse_env_file
+
+    f = tmp_path / "a.env"
+    f.write_text("# comment\n\nexport SLATELIB_S3_ENDPOINT=http://h:1  # trailing\n"
+                 "SLATELIB_S3_REGION='us-east-1'\nAWS_SECRET_ACCESS_KEY=\"a\\\"b#c\"\n"
+                 "PATH=/evil\nSLATELIB_S3_ACCESS_KEY_ID = keep\n")
+    assert parse_env_file(f) == {
+        "SLATELIB_S3_ENDPOINT": "http://h:1", "SLATELIB_S3_REGION": "us-east-1",
+        "AWS_SECRET_ACCESS_KEY": 'a"b#c', "PATH": "/evil", "SLATELIB_S3_ACCESS_KEY_ID": "keep"}
+    g = tmp_path / "b.env"
+    g.write_text("SLATELIB_S3_REGION=eu-west-1\n")
+    env = {"SLATELIB_S3_ACCESS_KEY_ID": "from-env"}
+    with caplog.at_level("WARNING", logger="slatelib.config"):
+        loaded = load_env_files([f, g], env)
+    assert env["SLATELIB_S3_ACCESS_KEY_ID"] == "from-env"  # the environment wins
+    assert env["SLATELIB_S3_REGION"] == "eu-west-1"  # a later file wins over an earlier one
+    assert "PATH" not in env and "PATH ignored" in caplog.text
+    assert set(loaded) == {"SLATELIB_S3_ENDPOINT", "SLATELIB_S3_REGION", "AWS_SECRET_ACCESS_KEY"}
+    bad = tmp_path / "bad.env"
+    bad.write_text("OK=1\nthis is not a line\n")
+    with pytest.raises(InvalidArgumentError, match="bad.env, line 2"):
+        parse_env_file(bad)
+    with pytest.raises(InvalidArgumentError, match="cannot read env file"):
+        parse_env_file(tmp_path / "missing.env")

@@ -90,3 +90,39 @@ def test_store_misconfiguration_exits_2_from_any_command(
     code, _, err = slate(["summary", "--db", "s3://b/db"], capsys)
     assert code == EXIT_USAGE
     assert "SLATELIB_S3_ENDPOINT" in err and "not an endpoint URL" in err
+
+
+def test_object_store_settings_show_with_their_source_and_env_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slatelib.objstore.url import set_store_defaults
+
+    conf = tmp_path / "dev.toml"
+    conf.write_text('[object_store]\nendpoint = "http://127.0.0.1:9000"\nregion = "r1"\n')
+    env_file = tmp_path / "s3.env"
+    env_file.write_text("SLATELIB_S3_REGION=r-env\nSLATELIB_S3_SECRET_ACCESS_KEY=shh\n"
+                        "SLATELIB_S3_ACCESS_KEY_ID=AKID\n")
+    monkeypatch.setenv("SLATELIB_OBJECT_STORE__TIMEOUT", "30s")
+    try:
+        code, out, _ = slate(["config", "show", "--format", "json", "--db", "s3://b/db",
+                              "--conf", str(conf), "--env-file", str(env_file)], capsys)
+    finally:
+        set_store_defaults(None)
+        for name in ("SLATELIB_S3_SECRET_ACCESS_KEY", "SLATELIB_S3_ACCESS_KEY_ID",
+                     "SLATELIB_S3_REGION"):
+            monkeypatch.delenv(name, raising=False)  # set by the env file
+    assert code == EXIT_OK
+    assert "shh" not in out
+    got = json.loads(out)
+    assert got["env_files"] == [str(env_file)]
+    assert got["object_store"] == {
+        "endpoint": {"value": "http://127.0.0.1:9000", "from": str(conf)},
+        "region": {"value": "r1", "from": str(conf)},
+        "timeout": {"value": "30s", "from": "SLATELIB_OBJECT_STORE__TIMEOUT"},
+    }
+    options = got["store"]["options"]
+    assert options["endpoint"] == {"value": "http://127.0.0.1:9000",
+                                   "from": "[object_store] endpoint"}
+    assert options["region"] == {"value": "r-env", "from": "SLATELIB_S3_REGION"}  # env wins
+    assert options["allow_http"]["value"] == "true"
+    assert got["store"]["credentials"]["secret_access_key"] == "***"

@@ -275,3 +275,65 @@ def test_s3_reader_warns_about_misspelled_s3_variables(
 def test_store_url_mistakes_say_how_to_fix_them(url: str, message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         open_raw_store(url)
+
+
+def test_object_store_settings_sit_below_the_environment() -> None:
+    from slatelib.config import ObjectStoreSettings
+    from slatelib.objstore.url import (
+        apply_conf_defaults,
+        check_s3_config,
+        conf_store_defaults,
+        s3_option_sources,
+    )
+
+    conf = ObjectStoreSettings(endpoint="http://conf:9000", region="conf-region",
+                               virtual_hosted_style_request=False, azure_account_name="acct",
+                               gcs_base_url="http://gcs:4443")
+    defaults = conf_store_defaults(conf)
+    assert defaults["s3"] == {"endpoint": "http://conf:9000", "region": "conf-region",
+                              "virtual_hosted_style_request": "false"}
+    assert defaults["az"] == {"endpoint": "http://conf:9000", "account_name": "acct"}
+    assert defaults["gs"] == {"base_url": "http://gcs:4443"}
+    env = {"AWS_REGION": "env-region"}
+    config, _ = resolve_s3_options({}, env, defaults["s3"])
+    sources = s3_option_sources({}, env, defaults["s3"])
+    assert check_s3_config(config, sources) == {
+        "endpoint": "http://conf:9000", "region": "env-region",
+        "virtual_hosted_style_request": "false", "allow_http": "true"}
+    assert sources["endpoint"] == "[object_store] endpoint"
+    assert sources["region"] == "AWS_REGION"
+    # explicit options beat both
+    assert resolve_s3_options({"endpoint": "https://opt"}, env, defaults["s3"])[0][
+        "endpoint"] == "https://opt"
+    # gs/az: a default applies only when its environment variables are unset
+    assert apply_conf_defaults("az", {}, defaults["az"],
+                               {"AZURE_STORAGE_ACCOUNT_NAME": "env"}) == {
+        "endpoint": "http://conf:9000"}
+    # an http:// endpoint with allow_http false in conf is refused, naming the setting
+    bad = conf_store_defaults(ObjectStoreSettings(endpoint="http://h:1", allow_http=False))
+    with pytest.raises(InvalidArgumentError, match=r"\[object_store\] allow_http"):
+        check_s3_config(resolve_s3_options({}, {}, bad["s3"])[0],
+                        s3_option_sources({}, {}, bad["s3"]))
+
+
+def test_registered_store_defaults_travel_in_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.config import ObjectStoreSettings
+    from slatelib.objstore.url import set_store_defaults, store_defaults
+
+    for name in ("SLATELIB_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
+                 "AWS_ENDPOINT", "SLATELIB_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    set_store_defaults(ObjectStoreSettings(endpoint="http://127.0.0.1:9", region="r"))
+    try:
+        assert store_defaults("s3") == {"endpoint": "http://127.0.0.1:9", "region": "r"}
+        store = open_raw_store("s3://bkt/pre")
+        spec = store.spec
+        assert spec.options == ()
+        assert dict(spec.defaults) == {"endpoint": "http://127.0.0.1:9", "region": "r"}
+        again = pickle.loads(pickle.dumps(spec))
+        set_store_defaults(None)
+        assert store_defaults("s3") == {}
+        assert again.open().spec == spec  # an executor uses the spec's defaults
+        assert open_raw_store("file:///tmp").spec.defaults == ()
+    finally:
+        set_store_defaults(None)
