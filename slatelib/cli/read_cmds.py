@@ -22,7 +22,7 @@ from slatelib.errors import (
 )
 from slatelib.flags import size, whole_number
 from slatelib.format.sst import parse_sst
-from slatelib.ids import try_parse_ulid, ulid_to_str
+from slatelib.ids import parse_id, try_parse_ulid, ulid_to_str
 from slatelib.ops.bulk_load import bulk_load
 from slatelib.paths import WAL_DIR, DbPaths, file_name, normalize_path, parse_wal_name
 from slatelib.reader import DbReader
@@ -60,6 +60,39 @@ def cmd_manifest(ctx: Context) -> None:
             raise NotADatabaseRootError(ms.root, detail=f" (and manifest {mid} does not exist)")
         stored = ms.read(mid)
     ctx.emit(render_manifest(stored.value, stored.id))
+
+
+def cmd_list_manifests(ctx: Context) -> None:
+    """Every manifest version: id, size, time, whether it is the latest, and the live
+    checkpoints of the latest manifest that pin it (GC keeps those)."""
+    ms = ManifestStore(ctx.store, ctx.db_path)
+    latest = ms.read_latest()  # first: names a path that is not a database root
+    paths = DbPaths(ctx.db_path)
+    metas = {}
+    for meta in ctx.store.list(paths.manifest_dir):
+        mid = parse_id(file_name(meta.path).split(".", 1)[0])
+        if mid is not None and meta.path == paths.manifest(mid):
+            metas[mid] = meta
+    pins: dict[int, list[str]] = {}
+    for c in latest.value.checkpoints:
+        pins.setdefault(c.manifest_id, []).append(str(c.id))
+    ids = sorted(metas)
+    if ctx.args.limit is not None:
+        ids = ids[-ctx.args.limit:] if ctx.args.limit else []
+    rows: list[dict[str, Any]] = [{"id": i, "bytes": metas[i].size,
+             "last_modified_ms": metas[i].last_modified_ms,
+             "last_modified": output.iso_ms(metas[i].last_modified_ms),
+             "latest": i == latest.id, "pinned_by": sorted(pins.get(i, []))} for i in ids]
+
+    def table() -> str:
+        body = output.table(
+            ["id", "bytes", "modified", "latest", "pinned by"],
+            [[r["id"], output.fmt_bytes(r["bytes"]), r["last_modified"],
+              "yes" if r["latest"] else "", ", ".join(c[:8] for c in r["pinned_by"])]
+             for r in rows])
+        return body + f"{output.fmt_count(len(metas))} manifest version(s)\n"
+
+    ctx.emit(rows, table=table)
 
 
 def cmd_summary(ctx: Context) -> None:
@@ -286,6 +319,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("manifest", help="print a manifest as JSON (latest by default)")
     p.add_argument("--id", type=whole_number(minimum=1), help="manifest id (1 or more)")
     p.set_defaults(func=cmd_manifest)
+
+    p = sub.add_parser("list-manifests", help="list the manifest versions: id, size, time, "
+                       "latest, and the checkpoints that pin each")
+    p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
+                   help="only the N newest versions")
+    p.set_defaults(func=cmd_list_manifests)
 
     p = sub.add_parser("summary", help="print a short summary of the latest manifest")
     p.set_defaults(func=cmd_summary)

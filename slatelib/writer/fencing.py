@@ -140,6 +140,18 @@ def _wal_ids_above(store: ObjectStore, wal: WalStore, after: int) -> list[int]:
     return ids
 
 
+def _head_above(store: ObjectStore, wal: WalStore, after: int) -> tuple[int, bool]:
+    """The first free WAL id above ``after`` of the contiguous run of listed objects, and
+    whether that run (the objects a fence there would jump over) holds a zero-byte one."""
+    sizes: dict[int, int] = {}
+    for meta in store.list(wal.paths.wal_dir, start_after=wal.path(after)):
+        wid = parse_wal_name(file_name(meta.path))
+        if wid is not None and wid > after:
+            sizes[wid] = meta.size
+    head = first_gap(after, sorted(sizes))
+    return head, any(sizes[i] == 0 for i in range(after + 1, head))
+
+
 def first_gap(after: int, ids: list[int]) -> int:
     """The first WAL id above ``after`` that ``ids`` (sorted) does not contain. Pure."""
     expected = after + 1
@@ -159,21 +171,24 @@ def fence_wal(
     The WAL head is found by listing, not by 0.17's exponential probe, which would jump over
     a gap that a crashed writer with several WAL writes in flight can leave behind.
 
-    Every listing that moves the fence past existing objects is followed by a manifest
-    read before the next put: an object listed after our claim may be the fence of a
+    A listing that moves the fence past a zero-byte object is followed by a manifest read
+    before the next put: an empty object listed after our claim may be the fence of a
     writer that claimed after us, and taking the id after it would fence that newer writer
     (its first WAL write goes there) while our own open then fails its final refresh,
     leaving no writer. A manifest read after the listing that still shows our epoch proves
     every listed object older than any newer writer's fence (0.17 claims before fencing).
+    A newer writer's WAL SSTs always lie above its own zero-byte fence and window, which
+    a listing that shows them shows too; so a jump over WAL SSTs alone (chasing an older
+    writer that keeps writing) needs no read, and the chase stays as fast as that writer.
 
     Raises:
         FencedError: a newer writer owns the database.
         UnavailableError: the fence could not be placed after many attempts.
     """
     after = manifest.replay_after_wal_id
-    wal_id = first_gap(after, _wal_ids_above(store, wal, after))
-    if wal_id > after + 1:
-        _refresh_epoch(manifests, epoch)  # the listing, not the claim, put objects before us
+    wal_id, empty = _head_above(store, wal, after)
+    if empty:
+        _refresh_epoch(manifests, epoch)  # a fence listed after our claim: whose?
     for _ in range(_MAX_FENCE_ATTEMPTS):
         path = wal.path(wal_id)
         try:
@@ -188,8 +203,9 @@ def fence_wal(
         # An older writer is still writing: jump to its current head (0.17 steps by one,
         # which a fast writer can outrun for as long as it keeps writing). List first, then
         # check the epoch: the objects jumped over are then known to be older writers'.
-        wal_id = first_gap(wal_id, _wal_ids_above(store, wal, wal_id))
-        _refresh_epoch(manifests, epoch)
+        wal_id, empty = _head_above(store, wal, wal_id - 1)  # the taken id is jumped too
+        if empty:
+            _refresh_epoch(manifests, epoch)
     raise UnavailableError(f"could not place a WAL fence after {_MAX_FENCE_ATTEMPTS} attempts")
 
 

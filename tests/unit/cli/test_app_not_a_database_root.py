@@ -21,6 +21,7 @@ CHECKPOINT = "00000000-0000-0000-0000-000000000001"
 COMMANDS: dict[str, list[list[str]]] = {
     "manifest": [[], ["--id", "1"]],
     "summary": [[]],
+    "list-manifests": [[], ["--limit", "2"]],
     "scan": [[]],
     "get": [["00"]],
     "sst": [["1"], ["01ARZ3NDEKTSV4RRFFQ69G5FAV"], ["manifest/00000000000000000001.manifest"]],

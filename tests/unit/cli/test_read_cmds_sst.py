@@ -51,3 +51,32 @@ def test_external_sst_of_a_clone_is_found_under_its_source_by_ulid(
     assert got["path"] == f"{ext.path}/compacted/{name}.sst"
     assert got["manifest_info_matches_footer"] is True
     assert got["num_rows"] > 0 and len(got["rows"]) == 2
+
+
+def test_list_manifests_lists_versions_latest_and_checkpoint_pins(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``list-manifests``: one entry per version, the latest marked, and which checkpoints
+    pin which version; ``--limit`` keeps the newest."""
+    from slatelib.cli.app import main as slate_main
+    from slatelib.core.manifest import Manifest
+    from slatelib.objstore import open_store
+    from slatelib.store.manifest_store import ManifestStore
+
+    store = open_store(f"file://{tmp_path}")
+    ms = ManifestStore(store, "db")
+    ms.write(1, Manifest.initial())
+    ms.write(2, Manifest.initial())
+    db = f"file://{tmp_path}/db"
+    assert slate_main(["--db", db, "create-checkpoint"]) == 0
+    capsys.readouterr()
+    assert slate_main(["--db", db, "--format", "json", "list-manifests"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == [1, 2, 3]
+    assert [r["latest"] for r in rows] == [False, False, True]
+    # 0.17 pins the version that adds the checkpoint
+    assert [bool(r["pinned_by"]) for r in rows] == [False, False, True]
+    assert all(r["bytes"] > 0 and r["last_modified"].endswith("Z") for r in rows)
+    assert slate_main(["--db", db, "list-manifests", "--limit", "1", "--format", "json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [3]
+    assert slate_main(["--db", db, "--format", "table", "list-manifests"]) == 0
+    assert "3 manifest version(s)" in capsys.readouterr().out

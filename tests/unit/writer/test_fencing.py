@@ -130,16 +130,16 @@ def racing_listings(
     """Run ``before_listing[i]`` right before the i-th WAL listing of the fence search."""
     import slatelib.writer.fencing as fencing
 
-    real = fencing._wal_ids_above
+    real = fencing._head_above
     calls = iter(before_listing)
 
-    def listing(*args: Any) -> list[int]:
+    def listing(*args: Any) -> tuple[int, bool]:
         action = next(calls, None)
         if action is not None:
             action()
         return real(*args)
 
-    monkeypatch.setattr(fencing, "_wal_ids_above", listing)
+    monkeypatch.setattr(fencing, "_head_above", listing)
 
 
 def test_a_newer_writers_fence_seen_by_our_first_listing_is_not_jumped_over(
@@ -213,3 +213,59 @@ def test_wal_objects_far_beyond_the_head_refuse_the_open(store: ObjectStore, clo
     store.put_if_absent(DbPaths(PATH).wal(10_000), wal_sst(1))
     with pytest.raises(CorruptObjectError, match="refusing to open"):
         open_db(store, manifests, wal, clock)
+
+
+def test_chasing_an_older_writer_reads_no_manifest_per_step(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older writer that keeps writing WAL SSTs (never empty objects) is chased without
+    a manifest read per step, so a new writer catches up with a fast one (a read per step
+    let a fast writer outrun the opener for thousands of WAL ids)."""
+    import slatelib.writer.fencing as fencing
+
+    manifests, wal = stores(store)
+    ensure_database(manifests)
+    claimed, epoch, _ = claim_as_writer(manifests, manifests.read_latest(), clock)
+    real_put = store.put_if_absent
+    written = [0]
+
+    def put(path: str, data: bytes) -> None:
+        if written[0] < 20:  # the older writer lands its next WAL SST first, 20 times
+            written[0] += 1
+            real_put(wal.path(written[0]), wal_sst(written[0]))
+        real_put(path, data)
+
+    reads = [0]
+    real_refresh = fencing._refresh_epoch
+
+    def refresh(*args: Any) -> Any:
+        reads[0] += 1
+        return real_refresh(*args)
+
+    monkeypatch.setattr(store, "put_if_absent", put)
+    monkeypatch.setattr(fencing, "_refresh_epoch", refresh)
+    fence_id = fence_wal(store, wal, manifests, claimed.value, epoch)
+    assert fence_id == 21 and store.get(wal.path(21)) == b""
+    assert reads[0] == 0
+
+
+
+def test_a_newer_writers_fence_at_the_id_we_try_is_not_jumped_over(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newer opener's zero-byte fence lands exactly at the id our first put tries: the
+    taken object itself must be checked (its next id is the newer writer's first WAL)."""
+    manifests, wal = stores(store)
+    claimed, epoch, _ = claim_as_writer(manifests, ensure_database(manifests), clock)
+    real_put = store.put_if_absent
+
+    def put(path: str, data: bytes) -> None:
+        if path == wal.path(1) and not wal.exists(1):
+            claim_as_writer(manifests, manifests.read_latest(), clock)
+            real_put(path, b"")  # the newer writer's fence, just before ours
+        real_put(path, data)
+
+    monkeypatch.setattr(store, "put_if_absent", put)
+    with pytest.raises(FencedError):
+        fence_wal(store, wal, manifests, claimed.value, epoch)
+    assert not wal.exists(2)
