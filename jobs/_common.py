@@ -35,50 +35,18 @@ from slatelib.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
     exit_code_for,
-    exit_name,
 )
 from slatelib.objstore import open_store, split_db_url
 from slatelib.objstore.url import join_store_url, set_store_defaults, split_store_url
 from slatelib.ops.discover import discover_databases
+from slatelib.ops.job_report import Headline, db_entry, failed_suffix, job_report
 
 log = logging.getLogger("slatelib.jobs")
 
-__all__ = ["EXIT_NAMES", "DbTarget", "add_common_args", "configure_logging", "emit_report",
-           "exit_code_for", "fmt_bytes", "fmt_count", "fmt_seconds", "job_report",
-           "resolve_targets", "run_isolated", "settings_from", "usage_error"]
-
-Headline = Callable[[dict[str, Any]], str]
-
-
-
-
-
-
-
-
-def failed_suffix(report: dict[str, Any]) -> str:
-    """``; 1 of 3 databases failed (data_error)``, or nothing when none failed."""
-    failed = [r for r in report.get("databases", []) if r.get("exit_code")]
-    if not failed:
-        return ""
-    names = sorted({str(r.get("status")) for r in failed})
-    return f"; {len(failed)} of {len(report['databases'])} databases failed ({', '.join(names)})"
-
-
-def job_report(job: str, code: int, *, totals: dict[str, Any], databases: list[dict[str, Any]],
-               seconds: float, headline: Headline | None = None,
-               **extra: Any) -> dict[str, Any]:
-    """A job's report in the shape every job shares: ``job``, ``status``, ``headline``,
-    ``seconds``, ``totals``, ``databases``, then ``extra`` (``headline`` is computed from
-    the rest; :func:`run_main` recomputes it with the run's wall time)."""
-    report: dict[str, Any] = {"job": job, "status": EXIT_NAMES.get(code, "error"),
-                              "headline": "", "seconds": round(seconds, 3), **extra,
-                              "totals": totals, "databases": databases}
-    if headline is not None:
-        report["headline"] = headline(report)
-    else:
-        del report["headline"]
-    return report
+__all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "configure_logging",
+           "emit_report", "exit_code_for", "failed_suffix", "fmt_bytes", "fmt_count",
+           "fmt_seconds", "job_report", "resolve_targets", "run_isolated", "settings_from",
+           "usage_error"]
 
 
 @dataclass(frozen=True)
@@ -206,20 +174,15 @@ def run_isolated(
         try:
             result = fn(t)
             code = int(result.pop("exit_code", EXIT_OK))
-            result = {"db": t.name, "status": exit_name(code), **result}
         except SlateError as exc:
             code = exit_code(exc)
             log.error("job failed [db=%s, error=%s]", t.name, exc)
-            result = {"db": t.name, "status": exit_name(code),
-                      "error": {"type": type(exc).__name__, "message": str(exc)}}
+            result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
         except Exception as exc:  # a bug or an unexpected library error: isolate it too
             code = EXIT_ERROR
             log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
-            result = {"db": t.name, "status": "error",
-                      "error": {"type": type(exc).__name__, "message": str(exc)}}
-        result["exit_code"] = code
-        result.setdefault("seconds", round(time.monotonic() - started, 3))
-        return result
+            result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+        return db_entry(t.name, code, result, seconds=time.monotonic() - started)
 
     workers = min(concurrency, len(targets))
     if workers <= 1:

@@ -33,11 +33,6 @@ from jobs._common import (
     DbTarget,
     add_common_args,
     exit_code_for,
-    failed_suffix,
-    fmt_bytes,
-    fmt_count,
-    fmt_seconds,
-    job_report,
     resolve_targets,
     run_isolated,
     run_main,
@@ -47,6 +42,7 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
+from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,61 +108,21 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
 
         runner = None if spark is None else SparkTaskRunner(
             spark, label=f"compact {t.name}", task_fn=task_fn)
-        report = run_compaction(
+        return compact_db_fields(run_compaction(
             t.path, open_store(t.store_url), settings=settings, policy=args.policy,
             sources=sources, max_sst_size=max_sst, parallelism=parallelism,
             dry_run=args.dry_run, takeover=args.takeover, runner=runner,
-        ).to_dict()
-        report.pop("db")
-        report["outcome"] = report.pop("status")
-        return report
+        ).to_dict())
 
     results, code = run_isolated(targets, one, exit_code=exit_code_for,
                                  concurrency=settings.compaction.db_concurrency,
                                  setting="compaction.db_concurrency")
-    totals: dict[str, int] = {"databases": len(results),
-                              "failed": sum(1 for r in results if r["exit_code"])}
-    for key in ("rows_in", "rows_out", "bytes_in", "bytes_out", "versions_dropped",
-                "tombstones_dropped"):
-        totals[key] = sum(int(r.get(key, 0)) for r in results)
-    report = job_report("compact", code, totals=totals, databases=results,
-                        seconds=time.monotonic() - started, headline=headline,
-                        dry_run=bool(args.dry_run))
+    report = compact_report(code, results, seconds=time.monotonic() - started,
+                            dry_run=bool(args.dry_run))
     return report, code
 
 
-def _inputs(results: list[dict[str, Any]]) -> str:
-    l0 = sum(int((r.get("inputs") or {}).get("l0_views", 0)) for r in results)
-    sr = sum(int((r.get("inputs") or {}).get("sorted_runs", 0)) for r in results)
-    parts = ([f"{l0} L0"] if l0 else []) + ([f"{sr} SR"] if sr else [])
-    return " + ".join(parts) or "0 SSTs"
-
-
-def headline(report: dict[str, Any]) -> str:
-    """``compacted 5 L0 (3.9 MB) -> 1 SST (1.8 MB); 42,772 versions dropped; 1.7 s`` (a
-    one-shot run; the standing modes have none)."""
-    if report.get("job") != "compact" or "databases" not in report:
-        return ""
-    dbs = report["databases"]
-    t = report.get("totals", {})
-    secs = fmt_seconds(float(report.get("seconds", 0)))
-    where = f" in {len(dbs)} databases" if len(dbs) > 1 else ""
-    done = [r for r in dbs if r.get("outcome") == "committed"]
-    planned = [r for r in dbs if r.get("outcome") in ("dry_run", "planned")]
-    if done:
-        out = sum(int((r.get("outputs") or {}).get("count", 0)) for r in done)
-        line = (f"compacted {_inputs(done)} ({fmt_bytes(t.get('bytes_in', 0))}) -> "
-                f"{out} SST{'s' if out != 1 else ''} ({fmt_bytes(t.get('bytes_out', 0))}){where}; "
-                f"{fmt_count(int(t.get('versions_dropped', 0)))} versions dropped")
-    elif planned:
-        est = sum(int((r.get("inputs") or {}).get("estimated_bytes", 0)) for r in planned)
-        size = f" (~{fmt_bytes(est)})" if est else ""
-        line = f"dry run: would compact {_inputs(planned)}{size}{where}; nothing written"
-    elif any(r.get("outcome") == "nothing_to_do" for r in dbs):
-        line = "nothing to compact" + where
-    else:
-        line = "compacted nothing"
-    return f"{line}{failed_suffix(report)}; {secs}"
+headline = compact_headline  # the report's headline (slatelib/ops/job_report.py)
 
 
 def check_one_shot_args(args: argparse.Namespace) -> None:

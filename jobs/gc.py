@@ -34,11 +34,6 @@ from typing import IO, TYPE_CHECKING, Any
 from jobs._common import (
     DbTarget,
     add_common_args,
-    failed_suffix,
-    fmt_bytes,
-    fmt_count,
-    fmt_seconds,
-    job_report,
     resolve_targets,
     run_isolated,
     run_main,
@@ -49,6 +44,7 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.objstore import open_store
 from slatelib.ops.gc import check_db_spelling, gc_options, run_gc
+from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -122,53 +118,16 @@ def _run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
                                local_threshold=settings.gc.driver_listing_max)
         report = run_gc(open_store(t.store_url), t.path, options, dry_run=dry_run,
                         backend=backend, on_decision=show if dry_run else None)
-        result = report.to_json()
-        result["exit_code"] = 1 if report.error_count else 0
-        return result
+        return gc_db_fields(report.to_json())
 
     results, code = run_isolated(targets, one, concurrency=settings.gc.db_concurrency,
                                  setting="gc.db_concurrency")
-    totals: dict[str, Any] = {"databases": len(results),
-                              "failed": sum(1 for r in results if r["exit_code"])}
-    for r in results:
-        for k, v in (r.get("totals") or {}).items():
-            totals[k] = totals.get(k, 0) + v
-    kinds: dict[str, dict[str, int]] = {}
-    for r in results:
-        for kind, tally in (r.get("kinds") or {}).items():
-            mine = kinds.setdefault(kind, {})
-            for k, v in tally.items():
-                mine[k] = mine.get(k, 0) + v
-    totals["kinds"] = dict(sorted(kinds.items()))
-    report = job_report("gc", code, totals=totals, databases=results,
-                        seconds=time.monotonic() - started, headline=headline,
-                        dry_run=dry_run, min_age_s=options.min_age_s)
+    report = gc_report(code, results, seconds=time.monotonic() - started, dry_run=dry_run,
+                       min_age_s=options.min_age_s)
     return report, code
 
 
-def headline(report: dict[str, Any]) -> str:
-    """``deleted 1,234 objects (56.7 MB): wal 1,000 (1.2 MB), compacted 234 (55.5 MB); 5.4 s``,
-    or for a dry run ``dry run: would delete ...; nothing deleted; ...``."""
-    t = report.get("totals", {})
-    kinds: dict[str, dict[str, int]] = t.get("kinds", {})
-    dry = bool(report.get("dry_run"))
-    n, b = ("to_delete", "to_delete_bytes") if dry else ("deleted", "deleted_bytes")
-    per_kind = [f"{k} {fmt_count(v.get(n, 0))} ({fmt_bytes(v.get(b, 0))})"
-                for k, v in kinds.items() if v.get(n, 0)]
-    total_n = sum(v.get(n, 0) for v in kinds.values())
-    total_b = sum(v.get(b, 0) for v in kinds.values())
-    verb = "dry run: would delete" if dry else "deleted"
-    line = f"{verb} {fmt_count(total_n)} object{'s' if total_n != 1 else ''} ({fmt_bytes(total_b)})"
-    if per_kind:
-        line += ": " + ", ".join(per_kind)
-    kept = sum(v.get("kept", 0) for v in kinds.values())
-    dbs = report.get("databases", [])
-    line += f"; {fmt_count(kept)} kept"
-    if len(dbs) > 1:
-        line += f"; {len(dbs)} databases"
-    if dry:
-        line += "; nothing deleted"
-    return f"{line}{failed_suffix(report)}; {fmt_seconds(float(report.get('seconds', 0)))}"
+headline = gc_headline  # the report's headline (slatelib/ops/job_report.py)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -114,6 +114,15 @@ class Context:
         return self.path
 
     @property
+    def db_name(self) -> str:
+        """The database as reports name it: the ``--db`` URL, else ``--store``/``--path``
+        joined."""
+        db: str | None = getattr(self.args, "db", None)
+        if db:
+            return db
+        return f"{(self.store_url or '').rstrip('/')}/{self.db_path}"
+
+    @property
     def output_format(self) -> str:
         """``table`` or ``json``: ``--format``, else ``table`` on a terminal."""
         return resolve_format(getattr(self.args, "format", None))

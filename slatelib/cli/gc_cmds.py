@@ -2,11 +2,13 @@
 job, without Spark).
 
 Prints every decision as a JSON line (``{"action": "keep"|"delete", "kind", "path", "size",
-"last_modified", "reason"}``) in path order per directory, then one line
-``{"report": {...}}`` with the counts and bytes per kind, boundary moves, removed
-checkpoints, detached clones, refusals, errors and phase times; ``--format table`` prints the
-decisions as lines and the counts per kind as a table. A headline (``dry run: would delete 3
-of 5 objects (…); 0.1 s``) ends it on stderr. Dry run unless
+"last_modified", "reason"}``) in path order per directory, then one line with the report,
+in the shape of ``jobs/gc.py``'s (:mod:`slatelib.ops.job_report`): ``job``, ``status``,
+``headline``, ``seconds``, ``dry_run``, ``min_age_s``, ``totals`` and ``databases`` with the
+one database (counts and bytes per kind, boundary moves, removed checkpoints, detached
+clones, refusals, errors and phase times). ``--format table`` prints the decisions as lines
+and the counts per kind as a table. The headline (``dry run: would delete 3 objects (…):
+manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stderr. Dry run unless
 ``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured (``--dry-run
 --no-dry-run`` together is refused: exit code 2).
 """
@@ -22,6 +24,7 @@ from slatelib.cli import output
 from slatelib.core.gc_rules import GcDecision
 from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, collect_garbage
+from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -61,9 +64,13 @@ def cmd_gc(ctx: Context) -> int | None:
                              dry_run=dry_run, settings=ctx.settings, on_decision=show)
     seconds = time.monotonic() - started
     rep = report.to_json()
-    ctx.emit({"report": rep}, table=lambda: "\n" + report_table(rep))
-    ctx.headline(headline(rep, seconds))
-    return 1 if report.error_count else None
+    fields = gc_db_fields(rep)
+    code = int(fields.pop("exit_code"))
+    job = gc_report(code, [db_entry(ctx.db_name, code, fields, seconds=seconds)],
+                    seconds=seconds, dry_run=dry_run, min_age_s=report.min_age_s)
+    ctx.emit(job, table=lambda: "\n" + report_table(rep))
+    ctx.headline(job["headline"])
+    return code or None
 
 
 _DECISION_LINE = "{:<6}  {:<11}  {:>9}  {:<20}  {}  {}"
@@ -85,29 +92,6 @@ def report_table(rep: dict[str, Any]) -> str:
         if rep.get(name):
             text += f"{name.replace('_', ' ')}: {output.generic(rep[name]).strip()}\n"
     return text
-
-
-def headline(rep: dict[str, Any], seconds: float) -> str:
-    """``dry run: would delete 3 of 5 objects (1.2 kB of 4.0 kB); 0.1 s``-style summary."""
-    kinds = rep["kinds"].values()
-    listed = sum(t["listed"] for t in kinds)
-    listed_bytes = sum(t["listed_bytes"] for t in kinds)
-    tot = rep["totals"]
-    if rep["dry_run"]:
-        text = (f"dry run: would delete {output.fmt_count(tot['to_delete'])} of "
-                f"{output.fmt_count(listed)} objects ({output.fmt_bytes(tot['to_delete_bytes'])}"
-                f" of {output.fmt_bytes(listed_bytes)})")
-    else:
-        text = (f"deleted {output.fmt_count(tot['deleted'])} of {output.fmt_count(listed)} "
-                f"objects ({output.fmt_bytes(tot['deleted_bytes'])} of "
-                f"{output.fmt_bytes(listed_bytes)})")
-    if rep.get("expired_checkpoints"):
-        n = len(rep["expired_checkpoints"])
-        text += (f"; {n} expired checkpoint(s) to remove" if rep["dry_run"]
-                 else f"; {n} expired checkpoint(s) removed")
-    if rep.get("error_count"):
-        text += f"; {rep['error_count']} error(s)"
-    return f"{text}; {output.fmt_seconds(seconds)}"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

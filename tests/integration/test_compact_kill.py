@@ -131,6 +131,15 @@ def child(kill_at: int, when: str, argv: list[str]) -> None:  # pragma: no cover
     sys.exit(slate(argv))
 
 
+def db_report(stdout: str) -> dict[str, Any]:
+    """The one database's entry of ``slate compact``'s JSON report (the job's shape: the
+    compaction's own status is the entry's ``outcome``)."""
+    report = json.loads(stdout)
+    assert report["job"] == "compact" and report["status"] == "success", report
+    [db] = report["databases"]
+    return dict(db)
+
+
 def child_cmd(kill_at: int, when: str, argv: list[str]) -> list[str]:
     return [sys.executable, "-c", "from tests.integration.test_compact_kill import child; "
             f"child({kill_at}, {when!r}, {argv!r})"]
@@ -282,7 +291,7 @@ def one_run(template: Template, tmp_path_factory: pytest.TempPathFactory) -> lis
     proc = subprocess.run(child_cmd(-1, "none", cli_args(root, *COMPACT)), cwd=REPO,
                           capture_output=True, text=True, timeout=60, env=child_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["status"] == "committed"
+    assert db_report(proc.stdout)["outcome"] == "committed"
     return writes_of(proc.stderr)
 
 
@@ -364,8 +373,8 @@ def test_two_compaction_processes_the_second_fences_the_first(
         second = subprocess.run(child_cmd(-1, "none", cli_args(root, *COMPACT)), cwd=REPO,
                                 capture_output=True, text=True, timeout=60, env=child_env())
         assert second.returncode == 0, second.stderr[-3000:]
-        report = json.loads(second.stdout)
-        assert report["status"] == "committed" and report["compactor_epoch"] == 2
+        report = db_report(second.stdout)
+        assert report["outcome"] == "committed" and report["compactor_epoch"] == 2
         first.stdin.write("\n")
         first.stdin.flush()
         out, err = first.communicate(timeout=60)
@@ -397,8 +406,8 @@ def test_two_compaction_processes_started_together_never_both_commit_one_plan(
                    for out, err in [p.communicate(timeout=60)]]
         codes = sorted(code for code, _, _ in results)
         assert codes in ([0, 0], [0, 3]), [err[-2000:] for _, _, err in results]
-        reports = [json.loads(out) for code, out, _ in results if code == 0]
-        assert all(r["status"] == "committed" for r in reports), reports
+        reports = [db_report(out) for code, out, _ in results if code == 0]
+        assert all(r["outcome"] == "committed" for r in reports), reports
         m = latest(root)
         newest = max(reports, key=lambda r: r["compactor_epoch"])
         assert [ulid_to_str(v.sst_id) for r in m.compacted for v in r.views] == \
@@ -467,8 +476,8 @@ def test_an_official_writer_flushing_during_the_job_keeps_its_l0s_and_keeps_writ
             job.stdin.flush()
             out, err = job.communicate(timeout=60)
             assert job.returncode == 0, err[-3000:]
-            report = json.loads(out)
-            assert report["status"] == "committed" and report["rebases"] >= 1
+            report = db_report(out)
+            assert report["outcome"] == "committed" and report["rebases"] >= 1
             m = latest(root)
             assert m.l0 == (flushed,) and len(m.compacted) == 1
             db.write([Put(b"after-commit", b"1"), Delete(keys[0])])

@@ -34,8 +34,9 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,9 @@ from slatelib.txn import update_versioned
 __all__ = ["CompactionWorker", "WorkerDb", "WorkerOptions", "new_worker_id"]
 
 log = logging.getLogger(__name__)
+
+JOBS_KEPT = 200
+"""Jobs listed per database in the report (the counters cover all of them)."""
 
 RETRY_AFTER_S = 300.0
 """A job that failed here is not claimed again by this worker before this many seconds."""
@@ -192,7 +196,8 @@ class _DbStats:
     bytes_out: int = 0
     ranges_resumed: int = 0
     last_error: dict[str, str] | None = None
-    jobs: list[dict[str, Any]] = field(default_factory=list)
+    jobs: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=JOBS_KEPT))
+    """The latest jobs (a standing worker runs for days: older ones are only counted)."""
 
 
 class _ProgressRunner:
@@ -249,7 +254,6 @@ class CompactionWorker:
         self.rng = rng or random.Random()
         self._jobs: dict[tuple[str, Ulid], _Job] = {}
         self._jobs_lock = threading.Lock()
-        self._futures: list[Future[None]] = []
         self._stop = threading.Event()
         self._beat_stop = threading.Event()
         self._release_on_stop = False
@@ -387,7 +391,7 @@ class CompactionWorker:
             self._stats_for(db).claimed += 1
             log.info("worker: claimed compaction [db=%s, id=%s, worker_id=%s]", db.name,
                      ulid_to_str(cid), self.worker_id)
-            self._futures.append(pool.submit(self._execute, job))
+            pool.submit(self._execute, job)
         return True
 
     # ---------------------------------------------------------------- execution
@@ -566,7 +570,7 @@ class CompactionWorker:
                      "released": s.released, "lost": s.lost, "failed": s.failed,
                      "rows_in": s.rows_in, "rows_out": s.rows_out, "bytes_in": s.bytes_in,
                      "bytes_out": s.bytes_out, "ranges_resumed": s.ranges_resumed,
-                     "jobs": s.jobs}
+                     "jobs": list(s.jobs)}
             if s.last_error:
                 entry["last_error"] = s.last_error
             for k in totals:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +27,18 @@ def db(tmp_path: Path) -> str:
     return f"file://{tmp_path}/db"
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object] | str]:
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any] | str]:
+    """The exit code and the one database's entry of the report (stderr without one)."""
     code = slate(list(argv))
     out, err = capsys.readouterr()
-    return code, (json.loads(out) if out.strip() else err)
+    if not out.strip():
+        return code, err
+    report = json.loads(out)
+    assert (report["job"], report["status"]) == ("compact", "success")
+    assert report["headline"] in err
+    [db] = report["databases"]
+    assert (db["status"], db["exit_code"]) == ("success", 0)
+    return code, db
 
 
 def test_compact_prints_the_report(db: str, tmp_path: Path,
@@ -37,11 +46,11 @@ def test_compact_prints_the_report(db: str, tmp_path: Path,
     code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact",
                        "--policy", "l0", "--parallelism", "2", "--max-sst-size", "2KiB")
     assert code == 0 and isinstance(report, dict)
-    assert (report["status"], report["tasks"], report["policy"]) == ("committed", 2, "l0")
+    assert (report["outcome"], report["tasks"], report["policy"]) == ("committed", 2, "l0")
     assert report["rows_in"] == 300 + 150 + 100 and report["rows_out"] == 300
-    assert len(report["outputs"]["ssts"]) > 2  # type: ignore[index]
+    assert len(report["outputs"]["ssts"]) > 2
     m = ManifestStore(open_store(f"file://{tmp_path}"), "db").read_latest().value
-    assert m.l0 == () and len(m.compacted[0].views) == len(report["outputs"]["ssts"])  # type: ignore[index]
+    assert m.l0 == () and len(m.compacted[0].views) == len(report["outputs"]["ssts"])
 
 
 def test_the_default_policy_is_size_tiered(db: str, tmp_path: Path,
@@ -49,14 +58,14 @@ def test_the_default_policy_is_size_tiered(db: str, tmp_path: Path,
     """Three L0s are below 0.17's min_compaction_sources (4): nothing to do, no new run."""
     code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact")
     assert code == 0 and isinstance(report, dict)
-    assert (report["status"], report["policy"]) == ("nothing_to_do", "size-tiered")
+    assert (report["outcome"], report["policy"]) == ("nothing_to_do", "size-tiered")
     new_l0 = [(b"k%03d" % i, 9, VALUE, b"v9", None, NOW_MS) for i in range(0, 300, 7)]
     flush_l0(open_store(f"file://{tmp_path}"), "db", new_l0)
     code, report = run(capsys, "--db", db, "--conf", str(tmp_path / "c.toml"), "compact")
     assert code == 0 and isinstance(report, dict)
-    assert (report["status"], report["policy"], report["destination"]) == \
+    assert (report["outcome"], report["policy"], report["destination"]) == \
         ("committed", "size-tiered", 0)
-    assert report["inputs"]["l0_views"] == 4  # type: ignore[index]
+    assert report["inputs"]["l0_views"] == 4
 
 
 def test_compact_dry_run_and_explicit_sources(db: str, tmp_path: Path,
@@ -67,7 +76,7 @@ def test_compact_dry_run_and_explicit_sources(db: str, tmp_path: Path,
     oldest = str(SourceId.l0(m.l0[-1].id))
     code, report = run(capsys, "--db", db, "compact", "--sources", oldest, "--dry-run")
     assert code == 0 and isinstance(report, dict)
-    assert (report["status"], report["sources"], report["destination"]) == \
+    assert (report["outcome"], report["sources"], report["destination"]) == \
         ("dry_run", [oldest], 0)
 
 

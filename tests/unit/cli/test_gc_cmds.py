@@ -21,7 +21,11 @@ def test_slate_gc_prints_every_decision_then_the_report(capsys: pytest.CaptureFi
     w.wal(2)
     assert main(["--db", f"{url}/db", "gc", "--min-age", "0s", "--force"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    decisions, report = lines[:-1], lines[-1]["report"]
+    decisions, job = lines[:-1], lines[-1]
+    assert (job["job"], job["status"], job["dry_run"]) == ("gc", "success", True)
+    [report] = job["databases"]
+    assert (report["db"], report["status"], report["exit_code"]) == (f"{url}/db", "success", 0)
+    assert job["totals"]["to_delete"] == 3 and job["totals"]["databases"] == 1
     assert [(d["action"], d["path"]) for d in decisions] == [
         ("delete", "db/manifest/00000000000000000001.manifest"),
         ("delete", "db/manifest/00000000000000000002.manifest"),

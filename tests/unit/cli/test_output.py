@@ -174,18 +174,22 @@ def test_gc_and_compact_end_with_a_headline_on_stderr(
     w.wal(1)
     w.wal(2)
     code, out, err = slate(capsys, "--db", f"{url}/db", "gc", "--min-age", "0s", "--force")
-    assert code == EXIT_OK and "report" in json.loads(out.splitlines()[-1])
-    assert re.fullmatch(r"slate gc: dry run: would delete 3 of 5 objects \(.*\); [\d.]+ s\n",
-                        err), err
+    report = json.loads(out.splitlines()[-1])
+    assert code == EXIT_OK and (report["job"], report["status"]) == ("gc", "success")
+    assert re.fullmatch(r"slate gc: dry run: would delete 3 objects \(.*\): manifest 2 \(.*\), "
+                        r"wal 1 \(.*\); 2 kept; nothing deleted; [\d.]+ s\n", err), err
+    assert err == f"slate gc: {report['headline']}\n"
     code, out, err = slate(capsys, "--db", f"{url}/db", "gc", "--min-age", "0s", "--force",
                            "--no-dry-run", "--format", "table")
     assert code == EXIT_OK and out.startswith("ACTION")
     assert "KIND" in out and "DELETED" in out
-    assert err.startswith("slate gc: deleted 3 of 5 objects")
+    assert err.startswith("slate gc: deleted 3 objects")
     started = time.time()
     bulk_load("c", open_store(f"file://{tmp_path}"), [(b"k", b"v")])
     code, out, err = slate(capsys, "--db", f"file://{tmp_path}/c", "compact")
-    assert code == EXIT_OK and json.loads(out)["status"] == "nothing_to_do"
+    report = json.loads(out)
+    assert code == EXIT_OK and report["status"] == "success"
+    assert report["databases"][0]["outcome"] == "nothing_to_do"
     assert err.startswith("slate compact: nothing to compact") and time.time() - started < 60
 
 
