@@ -69,19 +69,26 @@ def cmd_create_checkpoint(ctx: Context) -> None:
     source = None if a.source is None else ctx.checkpoint_id(a.source, what="--source")
     cp = create_checkpoint(ctx.db_path, ctx.store, lifetime=a.lifetime, source=source,
                            name=a.name)
-    ctx.emit(render_checkpoint(cp))
+    r = render_checkpoint(cp)
+    ctx.emit(r)
+    ctx.headline(f"created checkpoint {r['id']} pinning manifest {r['manifest_id']}; "
+                 f"expires {r['expire_time'] or 'never'}")
 
 
 def cmd_refresh_checkpoint(ctx: Context) -> None:
     cp = refresh_checkpoint(ctx.db_path, ctx.store, ctx.checkpoint_id(ctx.args.id, what="--id"),
                             lifetime=ctx.args.lifetime)
-    ctx.emit(render_checkpoint(cp))
+    r = render_checkpoint(cp)
+    ctx.emit(r)
+    ctx.headline(f"checkpoint {r['id']} now expires {r['expire_time'] or 'never'}")
 
 
 def cmd_delete_checkpoint(ctx: Context) -> None:
     cid = ctx.checkpoint_id(ctx.args.id, what="--id")
     deleted = delete_checkpoint(ctx.db_path, ctx.store, cid)
     ctx.emit({"id": str(cid), "deleted": deleted})
+    ctx.headline(f"deleted checkpoint {cid}" if deleted else f"no checkpoint {cid}: nothing "
+                 "deleted")
 
 
 def checkpoints_table(rows: list[dict[str, Any]]) -> str:

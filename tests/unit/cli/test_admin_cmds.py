@@ -109,3 +109,25 @@ def test_clone_then_destroy_through_the_cli(root: Path, capsys: pytest.CaptureFi
     code, soft = run(root, capsys, "destroy")
     assert code == EXIT_OK and soft["soft"] is True and soft["destroyed_at_s"] > 0
     assert [p for p in (root / "copy").rglob("*") if p.is_file()] == []
+
+
+def test_checkpoint_commands_end_with_a_headline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """create/refresh/delete-checkpoint say what they did on stderr; stdout stays JSON."""
+    from slatelib.cli.app import main as slate_main
+    from slatelib.core.manifest import Manifest
+    from slatelib.objstore import open_store
+    from slatelib.store.manifest_store import ManifestStore
+
+    ManifestStore(open_store(f"file://{tmp_path}"), "db").write(1, Manifest.initial())
+    db = f"file://{tmp_path}/db"
+    assert slate_main(["--db", db, "--format", "json", "create-checkpoint"]) == 0
+    out, err = capsys.readouterr()
+    cid = json.loads(out)["id"]
+    assert f"slate create-checkpoint: created checkpoint {cid} pinning manifest 2" in err
+    assert slate_main(["--db", db, "--format", "json", "refresh-checkpoint", "--id", cid[:8],
+                       "--lifetime", "1h"]) == 0
+    assert f"checkpoint {cid} now expires 20" in capsys.readouterr().err
+    assert slate_main(["--db", db, "--format", "json", "delete-checkpoint", "--id", cid]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["deleted"] is True and f"deleted checkpoint {cid}" in err
