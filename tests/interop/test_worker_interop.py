@@ -152,7 +152,10 @@ def check_committed_by_official(admin_where: Any, ours: set[str], store: ObjectS
         assert set(workers) <= ours, f"compaction {cid} run by {workers}"
     state = run(OfficialAdmin(admin_where, PATH).admin.read_compactions(None))
     statuses = [c.status for c in state.recent_compactions]
-    assert statuses and all(s == OfficialStatus.COMPLETED for s in statuses), statuses
+    # nothing we claimed is left uncommitted; the close may schedule one more compaction,
+    # which stays Submitted/Scheduled for the next coordinator
+    assert OfficialStatus.COMPLETED in statuses, statuses
+    assert not {OfficialStatus.RUNNING, OfficialStatus.COMPACTED} & set(statuses), statuses
     m = ManifestStore(store, PATH).read_latest().value
     assert len(m.compacted) >= 1
     return len(jobs)
@@ -173,6 +176,7 @@ def test_our_worker_executes_what_the_official_coordinator_schedules(
         with running_worker(store) as worker:
             write_for(db, w, 12)
             wait_quiet(store)
+            db.close()  # before the worker stops: 0.17 waits for what it scheduled
         report = worker.report(0)
     assert report["totals"]["compacted"] >= 3
     assert report["totals"]["failed"] == 0 and report["totals"]["lost"] == 0
@@ -188,6 +192,7 @@ def test_two_workers_never_execute_the_same_claim(tmp_path: Path) -> None:
         with running_worker(store) as a, running_worker(store) as b:
             write_for(db, w, 16)
             wait_quiet(store)
+            db.close()
         ra, rb = a.report(0), b.report(0)
     jobs = claims_by_job(store)
     assert all(len(workers) == 1 for workers in jobs.values()), jobs
@@ -254,10 +259,11 @@ def test_a_killed_worker_s_job_is_reclaimed_and_resumed_without_loss(tmp_path: P
         # the coordinator reclaims after 3 s without heartbeats; our second worker resumes
         with running_worker(store) as second:
             wait_quiet(store, timeout_s=60)
+            for _ in range(2):  # the writer keeps working on top
+                w.batch()
+            db.flush_memtable()
+            db.close()
         report = second.report(0)
-        for _ in range(2):  # the writer keeps working on top
-            w.batch()
-        db.flush_memtable()
     assert report["totals"]["compacted"] >= 1
     assert report["databases"][0]["ranges_resumed"] >= len(finished) >= 1
     jobs = claims_by_job(store)
@@ -327,6 +333,7 @@ def test_workers_killed_and_restarted_at_random_lose_nothing(tmp_path: Path) -> 
                 proc.wait(30)
         with running_worker(store) as last:  # a final worker drains what is left
             wait_quiet(store, timeout_s=90)
+            db.close()
     assert len(started) >= 4
     jobs = claims_by_job(store)
     ours = {*started, last.worker_id}
