@@ -146,6 +146,7 @@ def reopened_by_the_official_writer(w: World, name: str, model: Model) -> None:
 
 def test_a_single_projected_source(world: World) -> None:
     model = differential(world, "one", [("src", (b"k020", b"k060"))])
+    assert model.live() and all(b"k020" <= k < b"k060" for k in model.live())
     reopened_by_the_official_writer(world, "one", model)
     differential(world, "gap", [("src", (b"k0695", b"k0699"))])  # may fall between two SSTs
     differential(world, "tail", [("src", (b"k090", None))])
@@ -153,6 +154,8 @@ def test_a_single_projected_source(world: World) -> None:
 
 def test_unions_of_two_and_three_projected_sources(world: World) -> None:
     model = differential(world, "two", [("mid", (b"k050", b"k060")), ("lo", (b"k010", b"k030"))])
+    assert model.live() and all(b"k010" <= k < b"k030" or b"k050" <= k < b"k060"
+                                for k in model.live())
     reopened_by_the_official_writer(world, "two", model)
     differential(world, "three", [("hi", (b"k085", None)), ("lo", (None, b"k030")),
                                   ("mid", (b"k045", b"k075"))])
@@ -166,11 +169,13 @@ def test_a_union_of_adjacent_ranges(world: World) -> None:
 
 def test_a_union_of_two_databases(world: World) -> None:
     model = differential(world, "dbs", [("z", None), ("src", None)])
+    assert model.live()
     reopened_by_the_official_writer(world, "dbs", model)
 
 
 def test_a_projection_of_a_clone(world: World) -> None:
-    differential(world, "nested", [("mid", (b"k060", b"k075"))])
+    nested = differential(world, "nested", [("mid", (b"k060", b"k075"))])
+    assert nested.live() and all(b"k060" <= k < b"k075" for k in nested.live())
     differential(world, "nested_empty", [("mid", (b"k000", b"k010"))])  # keeps no SST
     differential(world, "mixed", [("src", (None, b"k050")), ("mid", (b"k050", None))])
 
