@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +23,7 @@ from slatelib.exit_codes import EXIT_OK
 from slatelib.flags import parse_positive
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
+from slatelib.ops.compaction.service import stop_on_signals
 from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
 
 if TYPE_CHECKING:
@@ -82,25 +80,6 @@ def database_lister(args: argparse.Namespace) -> Callable[[], list[WorkerDb]]:
     return databases
 
 
-@contextmanager
-def stop_on_signals(worker: CompactionWorker) -> Iterator[None]:
-    """SIGTERM/SIGINT hand running jobs back and stop the worker (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        log.warning("worker: signal %d: handing running jobs back and stopping", signum)
-        worker.stop(release=True)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
                task_fn: Callable[[CompactionTask], TaskOutcome],
                ) -> tuple[dict[str, Any], int]:
@@ -127,7 +106,11 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
         slots = slots or spark.sparkContext.defaultParallelism
     worker = CompactionWorker(databases, settings=settings, options=opts, runner=runner,
                               slots=slots)
-    with stop_on_signals(worker):
+    def on_signal(name: str) -> None:
+        log.warning("worker: %s: handing running jobs back and stopping", name)
+        worker.stop(release=True)
+
+    with stop_on_signals(on_signal):
         report = worker.run()
     report["job"] = "compact"
     report["status"] = "ok"

@@ -130,24 +130,24 @@ def _exists(store: ObjectStore, path: str) -> bool:
     return True
 
 
-def _wal_ids_above(store: ObjectStore, wal: WalStore, after: int) -> list[int]:
-    ids = []
-    for meta in store.list(wal.paths.wal_dir, start_after=wal.path(after)):
-        wid = parse_wal_name(file_name(meta.path))
-        if wid is not None and wid > after:
-            ids.append(wid)
-    ids.sort()
-    return ids
-
-
-def _head_above(store: ObjectStore, wal: WalStore, after: int) -> tuple[int, bool]:
-    """The first free WAL id above ``after`` of the contiguous run of listed objects, and
-    whether that run (the objects a fence there would jump over) holds a zero-byte one."""
+def _wal_sizes_above(store: ObjectStore, wal: WalStore, after: int) -> dict[int, int]:
+    """Listed WAL ids above ``after`` and their object sizes."""
     sizes: dict[int, int] = {}
     for meta in store.list(wal.paths.wal_dir, start_after=wal.path(after)):
         wid = parse_wal_name(file_name(meta.path))
         if wid is not None and wid > after:
             sizes[wid] = meta.size
+    return sizes
+
+
+def _wal_ids_above(store: ObjectStore, wal: WalStore, after: int) -> list[int]:
+    return sorted(_wal_sizes_above(store, wal, after))
+
+
+def _head_above(store: ObjectStore, wal: WalStore, after: int) -> tuple[int, bool]:
+    """The first free WAL id above ``after`` of the contiguous run of listed objects, and
+    whether that run (the objects a fence there would jump over) holds a zero-byte one."""
+    sizes = _wal_sizes_above(store, wal, after)
     head = first_gap(after, sorted(sizes))
     return head, any(sizes[i] == 0 for i in range(after + 1, head))
 

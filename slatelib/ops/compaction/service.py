@@ -745,17 +745,19 @@ class CompactionService:
 
 
 @contextlib.contextmanager
-def stop_on_signals(service: CompactionService,
+def stop_on_signals(stop: CompactionService | Callable[[str], object],
                     signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """Route ``signals`` to :meth:`CompactionService.request_stop` while the block runs (the
-    first stops gracefully, the second abandons), then restore the previous handlers. Only
-    in the main thread (elsewhere Python cannot install handlers: nothing is routed)."""
+    """Route ``signals`` to ``stop(signal name)`` while the block runs, then restore the
+    previous handlers. A service's :meth:`CompactionService.request_stop` is the default
+    (the first signal stops gracefully, the second abandons); the worker passes its own.
+    Only in the main thread (elsewhere Python cannot install handlers: nothing is routed)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    on_signal = stop.request_stop if isinstance(stop, CompactionService) else stop
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        service.request_stop(signal.Signals(signum).name)
+        on_signal(signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, handler) for s in signals}
     try:
