@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker package-jobs package-executor-env flatbuffers clean
+        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -112,6 +112,15 @@ bench-rescale: $(STAMP) ## official 0.17 clones + compactor vs jobs/rescale.py: 
 
 bench-worker: $(STAMP) ## official 0.17 writer for 60 s: embedded compactor vs coordinator + jobs/compact.py --worker (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_worker.py
+
+bench-large: $(STAMP) ## a manifest of 100k SSTs (SSTS=300000 for more): codec, planners, ls, reader, writer, checkpoint, GC dry run, clone vs official 0.17 (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_large.py --ssts $(or $(SSTS),100000)
+
+bench-cas: $(STAMP) ## manifest commits/s and p50/p99: native put-if-absent vs two-phase CAS (SQLite, PostgreSQL) on local disk and moto S3 (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_cas.py
+
+bench-export: $(STAMP) ## official scan -> pyarrow -> Parquet vs jobs/export.py to Parquet, ~2.3 M rows (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_export.py
 
 package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
 	$(BIN)/python -m pip wheel --no-deps -w dist .

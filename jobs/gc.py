@@ -2,7 +2,9 @@
 
     spark-submit jobs/gc.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
         [--min-age DURATION] [--force] [--dry-run | --no-dry-run] [--decisions FILE]
-        [--report FILE] [--conf FILE ...] [-v]
+        [--{manifest,wal,wal-fence,compacted,compactions}-min-age DURATION]
+        [--[no-]{manifest,wal,wal-fence,compacted,compactions}-dry-run]
+        [--no-boundary-files] [--report FILE] [--conf FILE ...] [-v]
 
 Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark backend
 (``jobs/_gc_spark.py``): the driver reads the manifests, executors list ``wal/`` and
@@ -10,7 +12,8 @@ Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark back
 does not stop the others, and each has its own entry in the report.
 
 Dry run is the default unless ``[gc] dry_run = false`` is configured or ``--no-dry-run`` is
-given; a dry run writes every decision as a JSON line (``{"db": ..., "action": ...,
+given (a directory's own dry run, ``[gc.wal_options] dry_run`` or ``--[no-]wal-dry-run``,
+wins over that default; :mod:`slatelib.ops.gc.flags`); a dry run writes every decision as a JSON line (``{"db": ..., "action": ...,
 "reason": ...}``) to stderr, or to ``--decisions FILE`` (``-``: stdout, before the report).
 The report (stdout, and ``--report FILE``; jobs/_common.py describes its top level) gives
 per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
@@ -43,7 +46,8 @@ from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.objstore import open_store
-from slatelib.ops.gc import check_db_spelling, gc_options, run_gc
+from slatelib.ops.gc import check_db_spelling, run_gc
+from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
 
 if TYPE_CHECKING:
@@ -62,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action=OnOffFlag, default=None,
                    help="decide and report only; --no-dry-run deletes; giving both is refused "
                         "(default: [gc] dry_run, true)")
+    add_gc_option_args(p)
     p.add_argument("--decisions", metavar="FILE",
                    help="where a dry run writes its decisions, one JSON line each "
                         "(default: stderr; -: stdout, before the report)")
@@ -85,10 +90,10 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
         InvalidArgumentError: bad options (e.g. ``--min-age`` below the floor without
             ``--force``) or no database given; raised before any database is touched.
     """
-    options = gc_options(settings, min_age=args.min_age, force=args.force)
+    options, forced = gc_options_from_args(settings, args)
     options.check()
     targets = resolve_targets(args)
-    dry_run = settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
+    dry_run = forced or options.writes_nothing()
     with decisions_out(args.decisions if dry_run else None) as out:
         return _run(spark, settings, args, targets, options, dry_run, out)
 
@@ -135,8 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments, before Spark starts)."""
     args = build_parser().parse_args(argv)
     return run_main(args, "slatelib-gc", run, needs_spark=True, headline=headline,
-                    precheck=lambda settings: (
-                        gc_options(settings, min_age=args.min_age, force=args.force).check()))
+                    precheck=lambda settings: gc_options_from_args(settings, args)[0].check())
 
 
 if __name__ == "__main__":

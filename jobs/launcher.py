@@ -3,6 +3,7 @@
     slate-spark compact --db URL [options of jobs/compact.py]
     slate-spark gc      --db URL [options of jobs/gc.py]
     slate-spark rescale ...      [options of jobs/rescale.py]
+    slate-spark export  --db URL --to URL --format parquet|delta [options of jobs/export.py]
 
 It runs the job module in this process, with this interpreter (the venv's Python, where
 slatelib, PySpark and obstore are installed) as the driver and the executors' Python, and
@@ -23,11 +24,12 @@ JOBS = {
     "compact": "jobs.compact",
     "gc": "jobs.gc",
     "rescale": "jobs.rescale",
+    "export": "jobs.export",
 }
 """Subcommand -> job module."""
 
 USAGE = (
-    "usage: slate-spark {compact,gc,rescale} [JOB OPTIONS ...]\n"
+    "usage: slate-spark {compact,gc,rescale,export} [JOB OPTIONS ...]\n"
     "       slate-spark JOB --help      (the job's options)\n"
 )
 

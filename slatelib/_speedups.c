@@ -1,6 +1,7 @@
 /*
  * slatelib._speedups: native versions of the SST codec's hot paths (format §7.4-7.9), and
- * of a rescale's range stats (range_stats).
+ * of a rescale's range stats (range_stats). decode_blocks checks and decodes a run of stored
+ * blocks in one call (the scan path); its reference is sst.decode_data_block per block.
  *
  * The pure-Python code in slatelib/format/{bloom,block,sst}.py is the reference: every
  * function here returns exactly what its `*_py` counterpart returns and rejects exactly what
@@ -1072,6 +1073,210 @@ static PyObject *py_decode_block_v1(PyObject *self, PyObject *arg)
     return out;
 }
 
+/* zlib.crc32, imported on first use (the module has no other state) */
+static PyObject *zlib_crc32_fn;
+
+static int crc32_of(const unsigned char *p, size_t n, uint32_t *out)
+{
+    if (zlib_crc32_fn == NULL) {
+        PyObject *zlib = PyImport_ImportModule("zlib");
+        if (zlib == NULL) {
+            return -1;
+        }
+        zlib_crc32_fn = PyObject_GetAttrString(zlib, "crc32");
+        Py_DECREF(zlib);
+        if (zlib_crc32_fn == NULL) {
+            return -1;
+        }
+    }
+    PyObject *view = PyMemoryView_FromMemory((char *)p, (Py_ssize_t)n, PyBUF_READ);
+    if (view == NULL) {
+        return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(zlib_crc32_fn, view);
+    Py_DECREF(view);
+    if (r == NULL) {
+        return -1;
+    }
+    unsigned long v = PyLong_AsUnsignedLong(r);
+    Py_DECREF(r);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+PyDoc_STRVAR(decode_blocks_doc,
+"decode_blocks(data, bounds, version, flat=False, /) -> list[list[tuple]] | list[tuple]\n\n"
+"Rows of the uncompressed stored blocks data[bounds[i]:bounds[i+1]], each checked against\n"
+"its trailing CRC-32 (big-endian) first; version is the SST format version (1 or 2).\n"
+"One list per block, or with flat=True one list of all their rows in order.\n"
+"ValueError names the block (its position in bounds) that is damaged.");
+
+static PyObject *py_decode_blocks(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *data, *bounds;
+    int version, flat = 0;
+    if (!PyArg_ParseTuple(args, "OO!i|p", &data, &PyList_Type, &bounds, &version, &flat)) {
+        return NULL;
+    }
+    if (version != 1 && version != 2) {
+        PyErr_Format(PyExc_ValueError, "unsupported SST format version %d", version);
+        return NULL;
+    }
+    Py_ssize_t nb = PyList_GET_SIZE(bounds) - 1;
+    if (nb < 0) {
+        PyErr_SetString(PyExc_ValueError, "bounds must hold at least one offset");
+        return NULL;
+    }
+    ByteSpan s;
+    if (span_get(data, &s, "data") < 0) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(flat ? 0 : nb);
+    if (out == NULL) {
+        span_release(&s);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        Py_ssize_t a = PyLong_AsSsize_t(PyList_GET_ITEM(bounds, i));
+        Py_ssize_t b = PyLong_AsSsize_t(PyList_GET_ITEM(bounds, i + 1));
+        if ((a == -1 || b == -1) && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (a < 0 || b > s.len || b - a < 4) {
+            PyErr_Format(PyExc_ValueError, "block %zd: bounds [%zd, %zd) out of range", i, a, b);
+            goto fail;
+        }
+        const unsigned char *p = s.ptr + a;
+        size_t n = (size_t)(b - a - 4);
+        uint32_t crc;
+        if (crc32_of(p, n, &crc) < 0) {
+            goto fail;
+        }
+        if (crc != load_be32(p + n)) {
+            PyErr_Format(PyExc_ValueError, "block %zd: checksum mismatch", i);
+            goto fail;
+        }
+        PyObject *rows = version == 2 ? decode_v2(p, n) : decode_v1(p, n);
+        if (rows == NULL) {
+            goto fail;
+        }
+        if (flat) {
+            Py_ssize_t at = PyList_GET_SIZE(out);
+            int rc = PyList_SetSlice(out, at, at, rows);
+            Py_DECREF(rows);
+            if (rc < 0) {
+                goto fail;
+            }
+        }
+        else {
+            PyList_SET_ITEM(out, i, rows);
+        }
+    }
+    span_release(&s);
+    return out;
+fail:
+    span_release(&s);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static inline uint32_t load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline unsigned load_le16(const unsigned char *p)
+{
+    return (unsigned)p[0] | (unsigned)p[1] << 8;
+}
+
+PyDoc_STRVAR(index_metas_doc,
+"index_metas(data, start, n, /) -> (offsets, first_keys) | None\n\n"
+"The n BlockMeta tables (format §7.8) of an SST index buffer whose block_meta vector\n"
+"entries start at `start`: two tuples, exactly what sst_index._decode_metas returns.\n"
+"None when any table, vtable, field or key fails a bounds or layout check (or the required\n"
+"first_key is absent): the Python decoder then runs and names the problem.");
+
+static PyObject *py_index_metas(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *data;
+    Py_ssize_t start, n;
+    if (!PyArg_ParseTuple(args, "O!nn", &PyBytes_Type, &data, &start, &n)) {
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    long long end = PyBytes_GET_SIZE(data);
+    if (start < 0 || n < 0 || (long long)start + 4LL * n > end) {
+        Py_RETURN_NONE;
+    }
+    PyObject *offsets = PyTuple_New(n);
+    PyObject *keys = PyTuple_New(n);
+    if (offsets == NULL || keys == NULL) {
+        Py_XDECREF(offsets);
+        Py_XDECREF(keys);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long entry = (long long)start + 4LL * i;
+        long long t = entry + load_le32(d + entry);
+        if (t + 4 > end) {
+            goto reject;
+        }
+        long long vt = t - (int32_t)load_le32(d + t);
+        if (vt < 0 || vt + 4 > end) {
+            goto reject;
+        }
+        unsigned vt_len = load_le16(d + vt), obj_len = load_le16(d + vt + 2);
+        if (vt_len < 4 || (vt_len & 1) || vt + vt_len > end || obj_len < 4 || t + obj_len > end) {
+            goto reject;
+        }
+        unsigned rel0 = vt_len > 4 ? load_le16(d + vt + 4) : 0;
+        unsigned rel1 = vt_len > 6 ? load_le16(d + vt + 6) : 0;
+        if ((rel0 && (rel0 < 4 || rel0 + 8 > obj_len)) || rel1 < 4 || rel1 + 4 > obj_len) {
+            goto reject;
+        }
+        uint64_t offset = 0;
+        if (rel0) {
+            const unsigned char *q = d + t + rel0;
+            for (int b = 7; b >= 0; b--) {
+                offset = offset << 8 | q[b];
+            }
+        }
+        long long k = t + rel1 + load_le32(d + t + rel1);
+        if (k + 4 > end) {
+            goto reject;
+        }
+        long long klen = load_le32(d + k);
+        if (k + 4 + klen > end) {
+            goto reject;
+        }
+        PyObject *o = PyLong_FromUnsignedLongLong(offset);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)d + k + 4, (Py_ssize_t)klen);
+        if (o == NULL || key == NULL) {
+            Py_XDECREF(o);
+            Py_XDECREF(key);
+            Py_DECREF(offsets);
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(offsets, i, o);
+        PyTuple_SET_ITEM(keys, i, key);
+    }
+    PyObject *out = PyTuple_Pack(2, offsets, keys);
+    Py_DECREF(offsets);
+    Py_DECREF(keys);
+    return out;
+reject:
+    Py_DECREF(offsets);
+    Py_DECREF(keys);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ block writer */
 
 /*
@@ -1810,6 +2015,8 @@ static PyMethodDef module_methods[] = {
     {"decode_block_v2", py_decode_block_v2, METH_O, decode_block_v2_doc},
     {"decode_block_v1", py_decode_block_v1, METH_O, decode_block_v1_doc},
     {"range_stats", py_range_stats, METH_O, range_stats_doc},
+    {"decode_blocks", py_decode_blocks, METH_VARARGS, decode_blocks_doc},
+    {"index_metas", py_index_metas, METH_VARARGS, index_metas_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -49,6 +49,8 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "SLATELIB_S3_ENDPOINT", "SLATELIB_S3_REGION", "SLATELIB_S3_ALLOW_HTTP",
     "SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST", "SLATELIB_S3_ACCESS_KEY_ID",
     "SLATELIB_S3_SECRET_ACCESS_KEY", "SLATELIB_S3_SESSION_TOKEN",
+    # read by slatelib.objstore.url: the two-phase CAS store of every store opened
+    "SLATELIB_CAS_URL",
     # read by slatelib.format.native, jobs/_spark.py and the Airflow tests
     "SLATELIB_NO_NATIVE", "SLATELIB_SPARK_MASTER", "SLATELIB_SPARK_LOG_LEVEL",
     "SLATELIB_AIRFLOW_PYTHON",
@@ -256,14 +258,46 @@ class ServiceSettings:
 
 
 @dataclass(frozen=True)
+class GcDirectorySettings:
+    """One directory's GC options: 0.17's ``GarbageCollectorDirectoryOptions`` (``interval``,
+    ``min_age``, ``dry_run``) plus ``enabled`` (0.17 disables a directory by setting its
+    ``*_options`` to None, which TOML cannot say). ``min_age`` and ``dry_run`` unset
+    (None) take ``[gc] min_age`` / ``[gc] dry_run`` (the WAL fence: ``wal_fence_dry_run``);
+    ``interval`` is accepted and reported, a one-shot run ignores it as 0.17's
+    ``run_gc_once`` does (docs/rfcs/0013-gc-options.md)."""
+
+    enabled: bool = True
+    interval: float | None = field(default=None, metadata=DURATION)
+    min_age: float | None = field(default=None, metadata=DURATION)
+    dry_run: bool | None = None
+
+
+@dataclass(frozen=True)
+class GcScheduleSettings:
+    """0.17's ``GarbageCollectorScheduleOptions`` (clone detach) plus ``enabled``."""
+
+    enabled: bool = True
+    interval: float | None = field(default=None, metadata=DURATION)
+
+
+@dataclass(frozen=True)
 class GcSettings:
-    """Garbage collection (0.17 names: ``garbage_collector_options``)."""
+    """Garbage collection (0.17 names: ``garbage_collector_options``; its per-directory
+    ``*_options`` are the sub-tables ``[gc.manifest_options]`` ..., its
+    ``boundary_files_enabled`` is ``boundary_files_enabled``)."""
 
     min_age: float = field(default=300.0, metadata=DURATION)
     min_age_floor: float = field(default=300.0, metadata=DURATION)
     db_delete_grace: float = field(default=86400.0, metadata=DURATION)
     dry_run: bool = True
     wal_fence_dry_run: bool = True
+    boundary_files_enabled: bool = True
+    manifest_options: GcDirectorySettings = GcDirectorySettings()
+    wal_options: GcDirectorySettings = GcDirectorySettings()
+    wal_fence_options: GcDirectorySettings = GcDirectorySettings()
+    compacted_options: GcDirectorySettings = GcDirectorySettings()
+    compactions_options: GcDirectorySettings = GcDirectorySettings()
+    detach_options: GcScheduleSettings = GcScheduleSettings()
     delete_concurrency: int = 16  # delete requests in flight per task (batches of 1000)
     list_partitions: int = 0  # max key ranges per directory; 0: 4 x Spark parallelism, <= 64
     driver_listing_max: int = 1000  # wal/ or compacted/ this small is decided on the driver
@@ -289,7 +323,11 @@ class ObjectStoreSettings:
       the key file, not the key), ``allow_http``;
     - ``az://``: ``endpoint``, ``azure_account_name``, ``azure_use_emulator`` (Azurite),
       ``allow_http``;
-    - every cloud scheme: ``timeout``, ``connect_timeout`` (e.g. ``"30s"``).
+    - every cloud scheme: ``timeout``, ``connect_timeout`` (e.g. ``"30s"``);
+    - every scheme: ``cas``, the transactional store of two-phase CAS
+      (``sqlite:///ABSOLUTE/PATH`` or ``postgresql://HOST/DB``; ``SLATELIB_CAS_URL`` wins, "" :
+      native conditional writes), and ``conditional_writes = false`` to refuse the store's
+      own conditional writes (docs/rfcs/0012-two-phase-cas.md).
     """
 
     endpoint: str = ""
@@ -302,6 +340,8 @@ class ObjectStoreSettings:
     gcs_service_account_path: str = ""
     azure_account_name: str = ""
     azure_use_emulator: bool | None = None
+    cas: str = ""
+    conditional_writes: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -408,7 +448,16 @@ def _section_types(cls: type[Any]) -> dict[str, type[Any]]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _apply(obj: Any, data: Mapping[str, Any], where: str) -> Any:
+def _apply(obj: Any, data: Mapping[str, Any] | str, where: str) -> Any:
+    if isinstance(data, str):  # a sub-table from the environment: a JSON object
+        import json
+
+        try:
+            data = json.loads(data)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{where}: expected a table (a JSON object in the environment), got {data!r}"
+            ) from None
     if not isinstance(data, Mapping):
         raise InvalidArgumentError(f"{where}: expected a table, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(obj)}
@@ -426,6 +475,43 @@ def _apply(obj: Any, data: Mapping[str, Any], where: str) -> Any:
         else:
             changes[key] = _coerce(value, f, f"{where}.{key}")
     return dataclasses.replace(obj, **changes) if changes else obj
+
+
+OFFICIAL_GC_TABLE = "garbage_collector_options"
+_OFFICIAL_GC_IGNORED = {
+    "metric_level": "GC reports instead of metrics",
+    "object_store_max_retries": "[retry] governs retries",
+}
+
+
+def _official_gc_table(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` with an official 0.17 ``[garbage_collector_options]`` table (as in a SlateDB
+    settings file) moved into ``[gc]``: its ``<dir>_options`` sub-tables and
+    ``boundary_files_enabled`` have the same names there; keys left out keep slatelib's
+    defaults (docs/rfcs/0013-gc-options.md). ``metric_level`` and
+    ``object_store_max_retries`` have no counterpart and are ignored with a warning.
+
+    Raises:
+        InvalidArgumentError: the table is not a table, or says something ``[gc]`` says too.
+    """
+    official = data.get(OFFICIAL_GC_TABLE)
+    if official is None:
+        return data
+    if not isinstance(official, Mapping):
+        raise InvalidArgumentError(f"{where}.{OFFICIAL_GC_TABLE}: expected a table")
+    gc = dict(data.get("gc") or {})
+    for key, value in official.items():
+        if key in _OFFICIAL_GC_IGNORED:
+            log.warning("%s.%s.%s: ignored (%s)", where, OFFICIAL_GC_TABLE, key,
+                        _OFFICIAL_GC_IGNORED[key])
+            continue
+        if key in gc:
+            raise InvalidArgumentError(
+                f"{where}: both [gc] and [{OFFICIAL_GC_TABLE}] set {key!r}; keep one")
+        gc[key] = value
+    out = {k: v for k, v in data.items() if k != OFFICIAL_GC_TABLE}
+    out["gc"] = gc
+    return out
 
 
 def settings_env_names() -> list[str]:
@@ -520,7 +606,7 @@ def load_settings(
             raise InvalidArgumentError(f"cannot read settings file {p}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise InvalidArgumentError(f"settings file {p} is not valid TOML: {exc}") from exc
-        settings = _apply(settings, data, str(p))
+        settings = _apply(settings, _official_gc_table(data, str(p)), str(p))
     env_map = os.environ if env is None else env
     warn_unknown_env(env_map)
     for section, values in _env_overrides(env_map).items():

@@ -149,7 +149,9 @@ class DbPaths:
         return f"{self.wal_dir}/{format_id(wal_id)}.{SST_EXT}"
 
     def compacted(self, sst_id: int) -> str:
-        return f"{self.compacted_dir}/{ulid_to_str(sst_id)}.{SST_EXT}"
+        # compacted_dir inlined: a manifest walk names every SST.
+        prefix = f"{self.root}/{COMPACTED_DIR}" if self.root else COMPACTED_DIR
+        return f"{prefix}/{ulid_to_str(sst_id)}.{SST_EXT}"
 
     @property
     def manifest_boundary(self) -> str:

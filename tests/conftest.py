@@ -82,3 +82,35 @@ def s3_bucket(moto_endpoint: str) -> S3Bucket:
     """A fresh, empty bucket: ``open_raw_store(s3_bucket.url, **s3_bucket.options)`` or
     ``s3_bucket.open()``."""
     return create_bucket(moto_endpoint)
+
+
+from tests.pg_server import PgServer, start_pg  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL cluster for this session (two-phase CAS); a failure to start
+    fails the tests that use it."""
+    server = start_pg()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+# -- Spark: the one session-scoped local SparkSession of the whole test run ----------------
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for every test that needs Spark (tests/spark, and the
+    data source's interop tests in tests/interop); never start another."""
+    from jobs._spark import build_spark
+
+    session = build_spark(
+        "slatelib-tests",
+        master="local[2]",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    yield session
+    session.stop()

@@ -14,6 +14,10 @@ three test-only changes:
   whatever the client concurrency (it is bound by one Python process), so 100k objects
   through HTTP would take three minutes; listings of seeded objects go through the normal
   S3 API.
+- Buckets whose name starts with ``nocond-`` (:func:`create_bucket` with
+  ``conditional_writes=False``) behave like an S3-compatible server behind a proxy that
+  strips conditional headers: ``If-None-Match`` and ``If-Match`` are dropped from every
+  request to them, so a "conditional" PUT silently overwrites (what two-phase CAS is for).
 - ListObjectsV2 without a delimiter is answered from a sorted index of the bucket's keys
   (rebuilt after any write) instead of moto's scan-and-sort of the whole bucket for every
   1000-key page, which made one listing of 100k objects take 35 s. Results, order,
@@ -47,6 +51,7 @@ REGION = "us-east-1"
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
 SEED_PATH = "/_slatelib/seed"
+NO_CONDITIONAL_PREFIX = "nocond-"
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -156,11 +161,13 @@ def start_moto_server(timeout_s: float = 30.0, attempts: int = 3) -> MotoServer:
     raise RuntimeError(f"moto server did not start; last log:\n{log_tail}")
 
 
-def create_bucket(endpoint: str) -> S3Bucket:
-    """Create a bucket with a unique name on the server at ``endpoint``."""
+def create_bucket(endpoint: str, *, conditional_writes: bool = True) -> S3Bucket:
+    """Create a bucket with a unique name on the server at ``endpoint``; with
+    ``conditional_writes=False``, one whose requests lose their conditional headers."""
     import boto3
 
-    name = f"test-{uuid.uuid4().hex[:20]}"
+    prefix = "test-" if conditional_writes else NO_CONDITIONAL_PREFIX
+    name = f"{prefix}{uuid.uuid4().hex[:20]}"
     client = boto3.client(
         "s3",
         endpoint_url=endpoint,
@@ -189,6 +196,9 @@ class _TestServerApp:
             return self._seed(environ, start_response)
         if method not in ("PUT", "POST", "DELETE"):
             return self._app(environ, start_response)
+        if _bucket_of(environ).startswith(NO_CONDITIONAL_PREFIX):
+            environ.pop("HTTP_IF_NONE_MATCH", None)  # a proxy that strips conditions
+            environ.pop("HTTP_IF_MATCH", None)
         length = environ.get("CONTENT_LENGTH")
         stream = environ["wsgi.input"]
         body = stream.read(int(length)) if length else stream.read()
@@ -215,6 +225,11 @@ class _TestServerApp:
                 self.generation += 1
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"ok"]
+
+
+def _bucket_of(environ: dict[str, Any]) -> str:
+    """The bucket of a path-style request (``/bucket/key``)."""
+    return str(environ.get("PATH_INFO", "")).lstrip("/").partition("/")[0]
 
 
 def _install_sorted_listing(app: _TestServerApp) -> None:

@@ -55,6 +55,7 @@ COMMAND_MODULES = [
     "slatelib.cli.gc_cmds",
     "slatelib.cli.compact_cmds",
     "slatelib.cli.config_cmds",
+    "slatelib.cli.cas_cmds",
 ]
 
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import EXIT_USAGE
+from slatelib.objstore.cas_records import redact_cas_url
 from slatelib.objstore.spec import SECRET_OPTIONS
 from slatelib.objstore.url import (
     CONF_STORE_KEYS,
@@ -60,6 +61,7 @@ def settings_dict(ctx: Context) -> dict[str, Any]:
     out = {section.name: dataclasses.asdict(getattr(ctx.settings, section.name))
            for section in dataclasses.fields(ctx.settings)}
     out["spark"]["conf"] = redact(ctx.settings.spark.conf_dict())  # a table, not pairs
+    out["object_store"]["cas"] = redact_cas_url(ctx.settings.object_store.cas)
     return out
 
 
@@ -91,6 +93,8 @@ def object_store_dict(ctx: Context, environ: Mapping[str, str]) -> dict[str, Any
         value = getattr(settings, f.name)
         if value is None or value == "":
             continue
+        if f.name == "cas":
+            value = redact_cas_url(value)  # a PostgreSQL URL may carry a password
         out[f.name] = {"value": value,
                        "from": _setting_origin(ctx, "object_store", f.name, environ)}
     return out

@@ -10,7 +10,10 @@ clones, refusals, errors and phase times). ``--format table`` prints the decisio
 and the counts per kind as a table. The headline (``dry run: would delete 3 objects (…):
 manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stderr. Dry run unless
 ``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured (``--dry-run
---no-dry-run`` together is refused: exit code 2).
+--no-dry-run`` together is refused: exit code 2); a directory's own dry run
+(``--no-wal-dry-run``, ``[gc.wal_options] dry_run = false``) wins over that default, and
+``--<dir>-min-age`` / ``--no-boundary-files`` set the other per-directory options
+(:mod:`slatelib.ops.gc.flags`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from slatelib.cli import output
 from slatelib.core.gc_rules import GcDecision
 from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, collect_garbage
+from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
 from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
 
 if TYPE_CHECKING:
@@ -43,7 +47,7 @@ def cmd_gc(ctx: Context) -> int | None:
         check_db_spelling(args.db, "database URL")
     elif args.path:
         check_db_spelling(args.path)
-    dry_run = ctx.settings.gc.dry_run if args.dry_run is None else bool(args.dry_run)
+    options, forced = gc_options_from_args(ctx.settings, args)
 
     table = ctx.output_format == "table"
     if table:
@@ -60,8 +64,9 @@ def cmd_gc(ctx: Context) -> int | None:
             ctx.emit(d.to_json())
 
     started = time.monotonic()
-    report = collect_garbage(ctx.db_path, ctx.store, min_age=args.min_age, force=args.force,
-                             dry_run=dry_run, settings=ctx.settings, on_decision=show)
+    report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
+                             on_decision=show, options=options)
+    dry_run = report.dry_run
     seconds = time.monotonic() - started
     rep = report.to_json()
     fields = gc_db_fields(rep)
@@ -107,4 +112,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dry-run", action=OnOffFlag, default=None,
                    help="decide and report only; --no-dry-run deletes; giving both is refused "
                         "(default [gc] dry_run)")
+    add_gc_option_args(p)
     p.set_defaults(func=cmd_gc)

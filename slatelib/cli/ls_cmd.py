@@ -15,6 +15,7 @@ reported with ``"missing": true``. The last JSON line is ``{"totals": {"kinds": 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -151,6 +152,8 @@ def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[st
         yield row
 
 
+_LINES_PER_WRITE = 4096
+
 _KIND_ORDER = ("manifest", "wal", "wal_fence", "compacted", "compactions", "boundary",
                "unknown")
 
@@ -202,10 +205,19 @@ def cmd_ls(ctx: Context) -> None:
 
     rows: list[dict[str, Any]] = []
     table = ctx.output_format == "table"
+    # JSON lines are written in batches (a database of 100k SSTs has 100k lines): the same
+    # text as ctx.emit writes, one write per batch.
+    encode = json.JSONEncoder().encode
+    batch: list[str] = []
     for row in list_objects(ctx.store, ctx.db_path, SYSTEM_CLOCK.now_ms()):
         rows.append(row)
         if not table:
-            ctx.emit(row)
+            batch.append(encode(row))
+            if len(batch) >= _LINES_PER_WRITE:
+                sys.stdout.write("\n".join(batch) + "\n")
+                batch.clear()
+    if batch:
+        sys.stdout.write("\n".join(batch) + "\n")
     tot = totals(rows)
     if table:
         sys.stdout.write(_table(rows, tot))

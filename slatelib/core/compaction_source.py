@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstView
-from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange
+from slatelib.core.ranges import UNBOUNDED, BoundKind, BytesRange, keyed_bound, span
 from slatelib.errors import InvalidArgumentError
 from slatelib.ids import Ulid, try_parse_ulid, ulid_to_str
 
@@ -102,9 +102,12 @@ def _span(rng: BytesRange, skip: int) -> tuple[float, float]:
 
 def physical_range(info: SsTableInfo) -> BytesRange:
     """``[first_entry, last_entry]`` of an SST (unbounded end when ``last_entry`` is absent)."""
-    start = Bound.included(info.first_entry or b"")
-    end = UNBOUNDED if info.last_entry is None else Bound.included(info.last_entry)
-    return BytesRange(start, end)
+    last = info.last_entry
+    return span(keyed_bound(_INCLUDED, info.first_entry or b""),
+                UNBOUNDED if last is None else keyed_bound(_INCLUDED, last))
+
+
+_INCLUDED = BoundKind.INCLUDED
 
 
 def effective_range(view: SstView, info: SsTableInfo) -> BytesRange:
@@ -135,6 +138,14 @@ def estimate_view_size(view: SstView, info: SsTableInfo) -> int:
     vis_len = v1 - v0
     fraction = 1.0 if vis_len == 0.0 else min(1.0, max(_MIN_FRACTION, vis_len / phys_len))
     return max(1, round(raw * fraction))
+
+
+def view_range_and_size(view: SstView, info: SsTableInfo) -> tuple[BytesRange, int]:
+    """``(effective_range(view, info), estimate_view_size(view, info))`` in one step; an
+    identity view (the usual case, one per SST of a large run) takes no range arithmetic."""
+    if view.visible_range is None:
+        return physical_range(info), info.index_offset + info.index_len
+    return effective_range(view, info), estimate_view_size(view, info)
 
 
 def estimate_run_size(run: SortedRun, manifest: Manifest) -> int:

@@ -28,6 +28,7 @@ from slatelib.core.gc_rules import (
     DestroyRules,
     GcOptions,
     GcRules,
+    ObjectKind,
     SequencedRules,
     WalRange,
 )
@@ -224,8 +225,11 @@ def build_rules(
     compactions_block: str | None = None,
     compacted_block: str | None = None,
     destroy: DestroyRules | None = None,
+    whole_dry_run: bool = False,
 ) -> GcRules:
-    """The rules for every object of the database rooted at ``root``."""
+    """The rules for every object of the database rooted at ``root``, with each kind's
+    ``min_age``, dry run and enable from ``options`` (docs/rfcs/0013-gc-options.md);
+    ``whole_dry_run``: the run writes nothing (see :meth:`GcOptions.dry_kinds`)."""
     pinned = {mid: "; ".join(checkpoint_label(c) for c in live.pins(mid))
               for mid in checkpoint_manifest_ids(live.latest)}
     lw, lw_why, lw_block = _low_watermark(compactions)
@@ -234,18 +238,26 @@ def build_rules(
     if compactions.error is not None and comp_block is None:
         comp_block = (f"the latest compactions file is unreadable ({compactions.error}); older "
                       "versions are kept for recovery")
+    policies = options.policies()
+    min_ages = tuple((k, int(p.min_age_s * 1000)) for k, p in policies.items()
+                     if int(p.min_age_s * 1000) != options.min_age_ms)
+    dry_kinds = options.dry_kinds(whole_dry_run)
+    compacted_min_age_ms = int(policies[ObjectKind.COMPACTED].min_age_s * 1000)
     return GcRules(
         root=root,
         now_ms=now_ms,
         min_age_ms=options.min_age_ms,
+        kind_min_age_ms=min_ages,
+        dry_kinds=dry_kinds,
+        disabled_kinds=options.disabled_kinds(),
         live_summary=live.summary(),
         latest_label=live.label(live.latest_id),
         manifests=SequencedRules(live.latest_id, pinned),
         compactions=SequencedRules(compactions.version_id, {}, comp_block),
         wal_ranges=_wal_ranges(live),
-        wal_fence_dry_run=options.wal_fence_dry_run,
+        wal_fence_dry_run=ObjectKind.WAL_FENCE in dry_kinds,
         compacted=CompactedCutoff(
-            min_age_ms=now_ms - options.min_age_ms,
+            min_age_ms=now_ms - compacted_min_age_ms,
             low_watermark_ms=lw,
             low_watermark_why=lw_why,
             newest_l0_ms=l0_ms,

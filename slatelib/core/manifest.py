@@ -176,6 +176,13 @@ class Manifest:
             object.__setattr__(self, "_sst_map", m)
         return m
 
+    def prime_sst_map(self, sst_map: dict[Ulid, SstHandle]) -> None:
+        """Install :attr:`sst_map` computed elsewhere (a decoder builds it anyway).
+
+        ``sst_map`` must be exactly ``{h.id: h for h in self.ssts}`` and not be used after.
+        """
+        object.__setattr__(self, "_sst_map", sst_map)
+
     def sst(self, sst_id: Ulid) -> SstHandle:
         try:
             return self.sst_map[sst_id]

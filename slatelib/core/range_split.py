@@ -23,10 +23,11 @@ exactly one range and no key's versions are split across tasks.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
+from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange
 from slatelib.errors import InvalidArgumentError
 
 MAX_SSTS_PER_RANGE = 8
@@ -36,15 +37,26 @@ COARSE_FRACTION = 4
 """A view heavier than ``target / COARSE_FRACTION`` is anchored per block, not as a whole."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Anchor:
+class Anchor(NamedTuple):
+    """``weight`` bytes of input that start at ``key``; orders by ``(key, weight)``.
+
+    A named tuple, not a dataclass: a large compaction makes one per input view and sorts
+    them, and tuples compare in C (and, holding only bytes and an int, are untracked by the
+    cyclic GC). See docs/rfcs/0014-large-manifest-planning.md.
+    """
+
     key: bytes
     weight: int
 
 
 def view_anchor(effective: BytesRange, size: int) -> Anchor:
     """One anchor for a whole view: its first visible key and its size."""
-    return Anchor(effective.start.key or b"", max(0, size))
+    # tuple.__new__ directly: the named tuple's own __new__ is a Python frame, and a full
+    # compaction of a large database makes one coarse anchor per input view.
+    return _new_tuple(Anchor, (effective.start.key or b"", size if size > 0 else 0))
+
+
+_new_tuple = tuple.__new__
 
 
 def block_anchors(
@@ -156,9 +168,89 @@ def hot_ranges(
     if total <= 0 or count <= 1:
         return []
     limit = HOT_FACTOR * total / count
-    return [i for i, r in enumerate(ranges) if range_weight(r, anchors) > limit]
+    # Prefix sums over the anchors in key order: each range's weight by two bisections
+    # (the same sum as range_weight, without a pass over every anchor per range).
+    ordered = sorted(anchors)
+    keys = [a.key for a in ordered]
+    prefix = [0]
+    acc = 0
+    for a in ordered:
+        acc += a.weight
+        prefix.append(acc)
+    hot = []
+    for i, r in enumerate(ranges):
+        lo, hi = _key_slice(keys, r)
+        if hi > lo and prefix[hi] - prefix[lo] > limit:
+            hot.append(i)
+    return hot
+
+
+def _key_slice(keys: Sequence[bytes], rng: BytesRange) -> tuple[int, int]:
+    """``lo, hi`` such that ``keys[lo:hi]`` (sorted) are exactly the keys ``rng`` contains."""
+    s, e = rng.start, rng.end
+    if s.kind == BoundKind.INCLUDED:
+        lo = bisect_left(keys, s.key or b"")
+    elif s.kind == BoundKind.EXCLUDED:
+        lo = bisect_right(keys, s.key or b"")
+    else:
+        lo = 0
+    if e.kind == BoundKind.EXCLUDED:
+        hi = bisect_left(keys, e.key or b"")
+    elif e.kind == BoundKind.INCLUDED:
+        hi = bisect_right(keys, e.key or b"")
+    else:
+        hi = len(keys)
+    return lo, hi
 
 
 def overlaps(effective: BytesRange, task_range: BytesRange) -> bool:
     """Whether a view with ``effective`` keys has any key in ``task_range``."""
     return not effective.intersect(task_range).is_empty()
+
+
+class RunKeys(NamedTuple):
+    """The effective ranges of a sorted run's views with their start and end keys, for
+    finding the views that overlap a range by bisection (:func:`overlapping_views`)."""
+
+    effective: Sequence[BytesRange]
+    starts: list[bytes]
+    """Start keys (an unbounded start as ``b""``), nondecreasing."""
+    ends: list[bytes]
+    """Bounded end keys, nondecreasing; views past ``len(ends)`` have an unbounded end."""
+
+
+def run_keys(effective: Sequence[BytesRange]) -> RunKeys | None:
+    """:class:`RunKeys` of views in key order, or None when their start or end keys are not
+    nondecreasing (then only a scan of every view is correct)."""
+    starts: list[bytes] = []
+    ends: list[bytes] = []
+    unbounded_end = False
+    for eff in effective:
+        s = eff.start.key if eff.start.kind != BoundKind.UNBOUNDED else b""
+        if starts and s < starts[-1]:  # type: ignore[operator]
+            return None
+        starts.append(s)  # type: ignore[arg-type]
+        if eff.end.kind == BoundKind.UNBOUNDED:
+            unbounded_end = True
+        elif unbounded_end or (ends and eff.end.key < ends[-1]):  # type: ignore[operator]
+            return None
+        else:
+            ends.append(eff.end.key)  # type: ignore[arg-type]
+    return RunKeys(effective, starts, ends)
+
+
+def overlapping_views(keys: RunKeys, task_range: BytesRange) -> list[int]:
+    """Indices (ascending) of the views of ``keys`` that have a key in ``task_range``: the
+    same as ``[i for i, e in enumerate(effective) if overlaps(e, task_range)]``, in
+    O(log n + hits).
+
+    Views before the first whose end key reaches ``task_range``'s start key end strictly
+    before it, and views from the first whose start key passes its end key start strictly
+    after it (both key lists are nondecreasing), so only the views between are tested.
+    """
+    start, end = task_range.start, task_range.end
+    lo = 0 if start.kind == BoundKind.UNBOUNDED else bisect_left(keys.ends, start.key or b"")
+    hi = (len(keys.effective) if end.kind == BoundKind.UNBOUNDED
+          else bisect_right(keys.starts, end.key or b""))
+    eff = keys.effective
+    return [i for i in range(lo, hi) if overlaps(eff[i], task_range)]

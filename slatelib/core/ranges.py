@@ -38,11 +38,38 @@ class Bound:
 
     @staticmethod
     def included(key: bytes) -> Bound:
-        return Bound(BoundKind.INCLUDED, key)
+        """Raises:
+        InvalidArgumentError: ``key`` is None."""
+        return _keyed(BoundKind.INCLUDED, key)
 
     @staticmethod
     def excluded(key: bytes) -> Bound:
-        return Bound(BoundKind.EXCLUDED, key)
+        """Raises:
+        InvalidArgumentError: ``key`` is None."""
+        return _keyed(BoundKind.EXCLUDED, key)
+
+
+_SET_KIND = Bound.__dict__["kind"].__set__
+_SET_KEY = Bound.__dict__["key"].__set__
+
+
+def _keyed(kind: BoundKind, key: bytes) -> Bound:
+    """``Bound(kind, key)`` for INCLUDED/EXCLUDED without the dataclass machinery (a large
+    manifest's planning builds two bounds per SST); the same check as ``__post_init__``.
+
+    Raises:
+        InvalidArgumentError: ``key`` is None.
+    """
+    if key is None:
+        raise InvalidArgumentError(f"a {kind.name.lower()} bound needs a key")
+    b = object.__new__(Bound)
+    _SET_KIND(b, kind)
+    _SET_KEY(b, key)
+    return b
+
+
+keyed_bound = _keyed
+"""Public name of :func:`_keyed` (``keyed_bound(BoundKind.INCLUDED, key)``) for hot loops."""
 
 
 UNBOUNDED = Bound(BoundKind.UNBOUNDED)
@@ -129,6 +156,19 @@ class BytesRange:
         right = "+inf)" if e.kind == BoundKind.UNBOUNDED else (
             f"{e.key!r}]" if e.kind == BoundKind.INCLUDED else f"{e.key!r})")
         return f"{left}, {right}"
+
+
+_SET_START = BytesRange.__dict__["start"].__set__
+_SET_END = BytesRange.__dict__["end"].__set__
+
+
+def span(start: Bound, end: Bound) -> BytesRange:
+    """``BytesRange(start, end)`` without the dataclass ``__init__`` (planning builds one
+    per SST of a large manifest)."""
+    r = object.__new__(BytesRange)
+    _SET_START(r, start)
+    _SET_END(r, end)
+    return r
 
 
 def _max_start(a: Bound, b: Bound) -> Bound:

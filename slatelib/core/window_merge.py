@@ -10,6 +10,10 @@ merges the k presorted runs in O(n log k)); versions of a key that several sourc
 put in seq order by :func:`slatelib.core.retention.retain_window`.
 
 Memory is bounded by ``fill_rows`` (plus one block) per source and one window.
+
+This is the pure-Python reference of compaction's merge; with ``slatelib/_merge.c`` built,
+compaction uses :func:`slatelib.format.native_merge.retained_batches`, which returns the same
+rows and counters (tests/unit/format/test_native_merge.py).
 """
 
 from __future__ import annotations

@@ -14,11 +14,15 @@ every other manifest stays byte-identical to 0.17.0's, and 0.17.0 readers skip i
 from __future__ import annotations
 
 import struct
+import threading
+import weakref
+from typing import Protocol
 
 import flatbuffers
 
-from slatelib.core.manifest import Manifest, Segment, SortedRun, SstHandle, SstView
+from slatelib.core.manifest import ExternalDb, Manifest, Segment, SortedRun, SstHandle, SstView
 from slatelib.errors import CorruptObjectError, InvalidArgumentError, UnsupportedFormatVersionError
+from slatelib.format import manifest_native
 from slatelib.format.flatbuf import (
     Buffer,
     Table,
@@ -48,7 +52,9 @@ from slatelib.format.manifest_parts import (
 )
 from slatelib.format.shared_tables import (
     add_ulid,
+    read_range,
     read_ulid,
+    read_uuid,
 )
 from slatelib.ids import Ulid
 
@@ -63,6 +69,10 @@ _VERSION = struct.Struct(">H")
 def decode_manifest(data: bytes | bytearray | memoryview, *, path: str | None = None) -> Manifest:
     """Decode a manifest file (version 1 or 2).
 
+    Version 2 goes through the native codec when it is built (see
+    :mod:`slatelib.format.manifest_native`); anything it does not accept is decoded again by
+    the reference code, which raises the errors below.
+
     Raises:
         CorruptObjectError: shorter than 2 bytes, truncated, malformed, a view references an
             SST missing from ``ssts``, or a bound contradicts its type (format §5.4).
@@ -76,47 +86,246 @@ def decode_manifest(data: bytes | bytearray | memoryview, *, path: str | None = 
             f"{path + ': ' if path else ''}unsupported manifest format version {version} "
             f"(supported: {SUPPORTED_MANIFEST_VERSIONS})"
         )
+    cacheable = type(data) is bytes
+    if cacheable:
+        hit = _RECENT.find(data)  # type: ignore[arg-type]
+        if hit is not None:
+            return hit
+    m = None
+    if version == 2 and manifest_native.ext is not None:
+        try:
+            m = _decode_v2(Buffer(data, start=2, path=path).root(),
+                           _NativeTrees(manifest_native.ext))
+        except Exception:  # noqa: BLE001 - the reference below raises the documented error
+            m = None
+    if m is None:
+        m = decode_manifest_py(data, path=path)
+    if cacheable:
+        _RECENT.add(data, m)  # type: ignore[arg-type]
+    return m
+
+
+class _RecentDecodes:
+    """The manifests decoded last, by their exact bytes (docs/rfcs/0010-manifest-codec.md).
+
+    A manifest object's bytes never change, and one operation often reads the same version
+    more than once (a clone reads its parent's latest manifest before and after pinning
+    it, a writer re-reads it while it fences): decoding 100k SSTs again is tens of ms,
+    comparing the bytes is one ``memcmp``. Manifests are immutable, so the same object is
+    returned. An entry holds the bytes only while its manifest is alive elsewhere (a weak
+    reference), so the cache never keeps a large manifest in memory by itself.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: list[list[object]] = []  # [bytes, weakref to Manifest]
+        self._lock = threading.Lock()
+
+    def find(self, data: bytes) -> Manifest | None:
+        with self._lock:
+            for entry in self._entries:
+                raw, ref = entry
+                if isinstance(raw, bytes) and len(raw) == len(data) and raw == data:
+                    m = ref()  # type: ignore[operator]
+                    if isinstance(m, Manifest):
+                        return m
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries = []
+
+    def add(self, data: bytes, m: Manifest) -> None:
+        entry: list[object] = [data, None]
+
+        def forget(_: object) -> None:
+            entry[0] = None  # the manifest died: let its bytes go too
+
+        entry[1] = weakref.ref(m, forget)
+        with self._lock:
+            self._entries = [entry, *(e for e in self._entries if e[0] is not None)]
+            del self._entries[self._size:]
+
+
+_RECENT = _RecentDecodes(4)
+
+
+def clear_caches() -> None:
+    """Forget the manifests decoded last and the tree the native encoder kept (benchmarks
+    use it to time the codec cold; nothing else needs it: both caches are exact)."""
+    _RECENT.clear()
+    if manifest_native.ext is not None:
+        manifest_native.ext.forget_tree()
+
+
+def decode_manifest_py(data: bytes | bytearray | memoryview, *,
+                       path: str | None = None) -> Manifest:
+    """:func:`decode_manifest` in pure Python (the reference of the native codec).
+
+    Raises:
+        CorruptObjectError: see :func:`decode_manifest`.
+        UnsupportedFormatVersionError: see :func:`decode_manifest`.
+    """
+    if len(data) < 2:
+        raise CorruptObjectError(f"manifest too short ({len(data)} bytes)", path=path)
+    version = _VERSION.unpack_from(data, 0)[0]
+    if version not in SUPPORTED_MANIFEST_VERSIONS:
+        raise UnsupportedFormatVersionError(
+            f"{path + ': ' if path else ''}unsupported manifest format version {version} "
+            f"(supported: {SUPPORTED_MANIFEST_VERSIONS})"
+        )
     with corrupt_on_error("manifest", path):
         root = Buffer(data, start=2, path=path).root()
-        return _decode_v2(root) if version == 2 else _decode_v1(root)
+        return _decode_v2(root, _PY_TREES) if version == 2 else _decode_v1(root)
 
 
-def _decode_v2(root: Table) -> Manifest:
-    ssts = tuple(read_handle_v2(t) for t in root.req_tables(8, "ssts"))
-    known = {h.id: h for h in ssts}
-    last = root.table(7)
-    segments = root.tables(16)
-    external = root.tables(1)
-    return Manifest(
+# ssts, l0, compacted, last_compacted_l0_sst_view_id, and the SST map of ssts
+_Tree = tuple[tuple[SstHandle, ...], tuple[SstView, ...], tuple[SortedRun, ...], "Ulid | None",
+              dict[Ulid, SstHandle]]
+
+
+class _Trees(Protocol):
+    """How the big vectors of a V2 manifest are read: the reference or the native code."""
+
+    def reused(self, root: Table) -> _Tree | None: ...
+    def handles(self, root: Table) -> tuple[tuple[SstHandle, ...], dict[Ulid, SstHandle]]: ...
+    def views(self, t: Table, slot: int, name: str,
+              known: dict[Ulid, SstHandle]) -> tuple[SstView, ...]: ...
+    def runs(self, t: Table, slot: int, name: str,
+             known: dict[Ulid, SstHandle]) -> tuple[SortedRun, ...]: ...
+    def external_db(self, t: Table) -> ExternalDb: ...
+
+
+class _PyTrees:
+    def reused(self, root: Table) -> _Tree | None:
+        return None
+
+    def handles(self, root: Table) -> tuple[tuple[SstHandle, ...], dict[Ulid, SstHandle]]:
+        ssts = tuple(read_handle_v2(t) for t in root.req_tables(8, "ssts"))
+        return ssts, {h.id: h for h in ssts}
+
+    def views(self, t: Table, slot: int, name: str,
+              known: dict[Ulid, SstHandle]) -> tuple[SstView, ...]:
+        return read_views(t.req_tables(slot, name), known)
+
+    def runs(self, t: Table, slot: int, name: str,
+             known: dict[Ulid, SstHandle]) -> tuple[SortedRun, ...]:
+        return tuple(read_run_v2(r, known) for r in t.req_tables(slot, name))
+
+    def external_db(self, t: Table) -> ExternalDb:
+        return read_external_db(t)
+
+
+_PY_TREES = _PyTrees()
+
+
+class _NativeTrees:
+    def __init__(self, ext: manifest_native.ManifestExt) -> None:
+        self._ext = ext
+
+    @staticmethod
+    def _vector(t: Table, slot: int, name: str) -> tuple[int, int]:
+        v = t.vector(slot, 4)
+        return v if v is not None else t.missing(name)
+
+    def reused(self, root: Table) -> _Tree | None:
+        """The tree the native encoder wrote last, when ``root``'s buffer ends with it."""
+        vectors = [root.vector(slot, 4) for slot in (8, 9, 10)]
+        if any(v is None for v in vectors):
+            return None
+        last = root.table(7)
+        buf = root.buf
+        ssts, l0, runs = (v[0] - 4 for v in vectors if v is not None)
+        return self._ext.reuse_tree(buf.data, ssts, l0, runs, 0 if last is None else last.pos)
+
+    def handles(self, root: Table) -> tuple[tuple[SstHandle, ...], dict[Ulid, SstHandle]]:
+        buf = root.buf
+        return self._ext.read_handles(buf.data, buf.start, *self._vector(root, 8, "ssts"))
+
+    @staticmethod
+    def _view_cb(buf: Buffer, known: dict[Ulid, SstHandle]) -> manifest_native.ViewCallback:
+        """Views with a visible range are built by the reference code."""
+
+        def view(view_id: Ulid, sst_id: Ulid, range_pos: int) -> SstView:
+            v = SstView(view_id, sst_id, read_range(buf.table_at(range_pos)))
+            problem = view_problem(v, known)
+            if problem is not None:
+                buf.fail(problem)
+            return v
+
+        return view
+
+    def views(self, t: Table, slot: int, name: str,
+              known: dict[Ulid, SstHandle]) -> tuple[SstView, ...]:
+        buf = t.buf
+        return self._ext.read_views(buf.data, buf.start, *self._vector(t, slot, name), known,
+                                    self._view_cb(buf, known))
+
+    def runs(self, t: Table, slot: int, name: str,
+             known: dict[Ulid, SstHandle]) -> tuple[SortedRun, ...]:
+        buf = t.buf
+        return self._ext.read_runs(buf.data, buf.start, *self._vector(t, slot, name), known,
+                                   self._view_cb(buf, known))
+
+    def external_db(self, t: Table) -> ExternalDb:
+        """:func:`read_external_db` with the ``sst_ids`` (every inherited SST) read natively."""
+        final = t.table(2)
+        ids = self._ext.read_ulids(t.buf.data, t.buf.start, *self._vector(t, 3, "sst_ids"))
+        return ExternalDb(
+            path=t.req_string(0, "path"),
+            source_checkpoint_id=read_uuid(t.req_table(1, "source_checkpoint_id")),
+            final_checkpoint_id=None if final is None else read_uuid(final),
+            sst_ids=ids,
+        )
+
+
+def _decode_v2(root: Table, trees: _Trees) -> Manifest:
+    reused = trees.reused(root)
+    if reused is None:
+        ssts, known = trees.handles(root)
+        last = root.table(7)
+        last_id = None if last is None else read_ulid(last)
+        segments = root.tables(16)
+        external = root.tables(1)
+        l0 = trees.views(root, 9, "l0", known)
+        compacted = trees.runs(root, 10, "compacted", known)
+    else:
+        ssts, l0, compacted, last_id, known = reused
+        segments = root.tables(16)
+        external = root.tables(1)
+    m = Manifest(
         ssts=ssts,
-        l0=read_views(root.req_tables(9, "l0"), known),
-        compacted=tuple(read_run_v2(t, known) for t in root.req_tables(10, "compacted")),
+        l0=l0,
+        compacted=compacted,
         checkpoints=tuple(read_checkpoint(t) for t in root.req_tables(12, "checkpoints")),
-        external_dbs=() if external is None else tuple(read_external_db(t) for t in external),
+        external_dbs=() if external is None else tuple(trees.external_db(t) for t in external),
         initialized=root.boolean(2),
         writer_epoch=root.u64(3),
         compactor_epoch=root.u64(4),
         replay_after_wal_id=root.u64(5),
         wal_id_last_seen=root.u64(6),
-        last_compacted_l0_sst_view_id=None if last is None else read_ulid(last),
+        last_compacted_l0_sst_view_id=last_id,
         last_l0_clock_tick=root.i64(11),
         last_l0_seq=root.u64(13),
         recent_snapshot_min_seq=root.u64(14),
         sequence_tracker=root.bytes_(15),
-        segments=None if segments is None else tuple(_read_segment(t, known) for t in segments),
+        segments=None if segments is None else tuple(
+            _read_segment(t, known, trees) for t in segments),
         segment_extractor_name=root.string(17),
         manifest_id_field=root.u64(0),
         destroyed_at_s=root.opt_u64(DESTROYED_AT_SLOT),
     )
+    m.prime_sst_map(known)
+    return m
 
 
-def _read_segment(t: Table, known: dict[Ulid, SstHandle]) -> Segment:
+def _read_segment(t: Table, known: dict[Ulid, SstHandle], trees: _Trees) -> Segment:
     last = t.table(1)
     return Segment(
         prefix=t.req_bytes(0, "prefix"),
         last_compacted_l0_sst_view_id=None if last is None else read_ulid(last),
-        l0=read_views(t.req_tables(2, "l0"), known),
-        compacted=tuple(read_run_v2(r, known) for r in t.req_tables(3, "compacted")),
+        l0=trees.views(t, 2, "l0", known),
+        compacted=trees.runs(t, 3, "compacted", known),
     )
 
 
@@ -206,11 +415,28 @@ def encode_manifest(m: Manifest) -> bytes:
     """Encode as a version-2 manifest, byte-identical to 0.17.0 (format §5.7).
 
     ``wal_object_store_uri`` has no V2 field and is dropped, as 0.17.0 does.
-    ``destroyed_at_s`` goes to the extension slot 18 when set.
+    ``destroyed_at_s`` goes to the extension slot 18 when set. The native codec writes the
+    file when it is built (see :mod:`slatelib.format.manifest_native`); whatever it refuses
+    is encoded again by the reference code, which raises the errors below.
 
     Raises:
         InvalidArgumentError: a value is out of range for its field, or a view references
             an SST missing from ``ssts``.
+    """
+    ext = manifest_native.ext
+    if ext is not None:
+        try:
+            return ext.encode_v2(m, view_problem, 256 * len(m.ssts) + 4096)
+        except Exception:  # noqa: BLE001 - the reference below raises the documented error
+            pass
+    return encode_manifest_py(m)
+
+
+def encode_manifest_py(m: Manifest) -> bytes:
+    """:func:`encode_manifest` in pure Python (the reference of the native codec).
+
+    Raises:
+        InvalidArgumentError: see :func:`encode_manifest`.
     """
     _check_scalars(m)
     _check_views(m)

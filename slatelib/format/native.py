@@ -1,4 +1,6 @@
-"""The optional C extension ``slatelib._speedups`` (hot paths of the SST codec). Pure.
+"""The optional C extensions: ``slatelib._speedups`` (hot paths of the SST codec),
+``slatelib._merge`` (k-way merge with retention or resolution, used through
+:mod:`slatelib.format.native_merge`) and ``slatelib._sstwrite`` (SST finishing). Pure.
 
 ``speedups`` is the extension module, or None when it is not built (no compiler at install
 time) or when ``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first
@@ -17,8 +19,8 @@ from __future__ import annotations
 import importlib
 import os
 from array import array
-from collections.abc import Callable
-from typing import Protocol, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol, cast, overload
 
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError
@@ -92,6 +94,64 @@ class Speedups(Protocol):
     def bloom_check(self, bits: bytes, num_probes: int, h: int, /) -> bool: ...
     def decode_block_v2(self, data: bytes | bytearray | memoryview, /) -> list[Row]: ...
     def decode_block_v1(self, data: bytes | bytearray | memoryview, /) -> list[Row]: ...
+    def index_metas(self, data: bytes, start: int, n: int, /
+                    ) -> tuple[tuple[int, ...], tuple[bytes, ...]] | None: ...
+    @overload
+    def decode_blocks(self, data: bytes | bytearray | memoryview, bounds: list[int],
+                      version: int, /) -> list[list[Row]]: ...
+    @overload
+    def decode_blocks(self, data: bytes | bytearray | memoryview, bounds: list[int],
+                      version: int, flat: Literal[True], /) -> list[Row]: ...
+
+
+class Merger(Protocol):
+    """``_merge.Merger``: an iterator of output lists (see :mod:`slatelib.format.native_merge`)."""
+
+    def __iter__(self) -> Merger: ...
+    def __next__(self) -> list[Any]: ...
+    @property
+    def stats(self) -> tuple[int, int, int, int, int, int]: ...
+
+
+class MergerFactory(Protocol):
+    def __call__(self, sources: Sequence[Iterable[list[Row]]], mode: int, *,
+                 fold: Callable[..., Any] | None = None, min_seq: int = 0,
+                 bottom: bool = False, clock_tick: int = 0, batch: int = 4096) -> Merger: ...
+
+
+class MergeModule(Protocol):
+    """The optional extension ``slatelib/_merge.c`` (k-way merge with retention or
+    resolution); raises ValueError on rows out of order or malformed."""
+
+    Merger: MergerFactory
+    MergeInputError: type[ValueError]
+    MODE_ROWS: int
+    MODE_RESOLVE: int
+    MODE_RETAIN: int
+
+
+class SstBlocks(Protocol):
+    """``_sstwrite.SstBlocks``: one SST's data blocks framed (compressed, CRC-32), with
+    their index and stats encoded natively (reference: ``sst.SstWriter``'s Python path)."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+
+    def add(self, blocks: list[FinishedBlock],
+            compress: Callable[[bytes], bytes] | None = None, /) -> None: ...
+    def take(self, tail: list[bytes] = ..., /) -> bytes: ...
+    def encode_index(self) -> bytes: ...
+    def encode_stats(self, num_puts: int, num_deletes: int, num_merges: int,
+                     raw_key_size: int, raw_val_size: int, /) -> bytes: ...
+    def block_stats(self) -> tuple[tuple[int, int, int], ...]: ...
+
+
+class SstWriteModule(Protocol):
+    """The optional extension ``slatelib/_sstwrite.c``."""
+
+    SstBlocks: Callable[[], SstBlocks]
 
 
 def native_disabled() -> bool:
@@ -111,6 +171,30 @@ DISABLED_BY_ENV: bool = native_disabled()
 """``SLATELIB_NO_NATIVE`` was set when this module was imported."""
 speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
 HAVE_NATIVE: bool = speedups is not None
+
+
+def _load_merge() -> MergeModule | None:
+    try:
+        module = importlib.import_module("slatelib._merge")
+    except ImportError:
+        return None
+    return cast(MergeModule, module)
+
+
+merge: MergeModule | None = None if DISABLED_BY_ENV else _load_merge()
+"""``slatelib._merge`` (None: not built, or ``SLATELIB_NO_NATIVE``)."""
+
+
+def _load_sstwrite() -> SstWriteModule | None:
+    try:
+        module = importlib.import_module("slatelib._sstwrite")
+    except ImportError:
+        return None
+    return cast(SstWriteModule, module)
+
+
+sstwrite: SstWriteModule | None = None if DISABLED_BY_ENV else _load_sstwrite()
+"""``slatelib._sstwrite`` (None: not built, or ``SLATELIB_NO_NATIVE``)."""
 
 
 def native_block_decoder(

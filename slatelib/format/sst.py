@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 
 from slatelib.core.manifest import CompressionCodec, FilterFormat, SsTableInfo, SstType
@@ -21,7 +22,7 @@ from slatelib.errors import (
     InvalidArgumentError,
     UnsupportedFormatVersionError,
 )
-from slatelib.format import bloom
+from slatelib.format import bloom, native
 from slatelib.format.block import WAL_BLOCK_SIZE, decode_block, new_block_writer
 from slatelib.format.block import index_separator as index_separator  # re-export (moved)
 from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE
@@ -89,9 +90,15 @@ class SstWriter:
     compressed and checksummed into :attr:`chunks` (call :meth:`drain` to stream them out
     early); :meth:`finish` appends filter, index, stats, info, footer. Prefer
     :meth:`add_rows` for lists of rows: it crosses into native code once per list.
+
+    With ``slatelib._sstwrite`` built (``native_finish``, the default when it is), the
+    per-block framing (compression call, CRC-32, offsets) and the index and stats encoding
+    run in C (``SstBlocks``), byte-identical to the Python path (``native_finish=False``),
+    which ``tests/unit/format/test_sst_native.py`` checks for every codec.
     """
 
-    def __init__(self, options: SstWriterOptions = SstWriterOptions()) -> None:
+    def __init__(self, options: SstWriterOptions = SstWriterOptions(), *,
+                 native_finish: bool = True) -> None:
         self.options = options
         self._wal = options.sst_type == SstType.WAL
         self._want_filter = (not self._wal) and options.bits_per_key > 0
@@ -103,6 +110,10 @@ class SstWriter:
         self._offset = 0
         self._index: list[tuple[int, bytes]] = []
         self._block_stats: list[tuple[int, int, int]] = []
+        ext = native.sstwrite if native_finish else None
+        self._blocks = ext.SstBlocks() if ext is not None else None
+        self._compress = (None if options.codec == CompressionCodec.NONE
+                          else partial(compress, options.codec))
 
     @property
     def num_rows(self) -> int:
@@ -157,6 +168,13 @@ class SstWriter:
 
     def _collect(self) -> None:
         """Compress and checksum the blocks the block writer finished."""
+        nb = self._blocks
+        if nb is not None:
+            taken = self._w.take_blocks()
+            if taken:
+                nb.add(taken, self._compress)
+                self._offset = nb.offset
+            return
         codec = self.options.codec
         plain = codec == CompressionCodec.NONE
         offset = self._offset
@@ -173,6 +191,9 @@ class SstWriter:
     def drain(self) -> list[bytes]:
         """Take the finished blocks written so far (for streaming uploads)."""
         out, self._chunks = self._chunks, []
+        if self._blocks is not None:
+            data = self._blocks.take()
+            return [data] if data else []
         return out
 
     def _region(self, payload: bytes) -> bytes:
@@ -206,7 +227,9 @@ class SstWriter:
             chunks.append(region)
             filter_len = len(region)
         index_offset = blocks_len + filter_len
-        index_region = self._region(encode_sst_index(self._index))
+        nb = self._blocks
+        index_region = self._region(
+            encode_sst_index(self._index) if nb is None else nb.encode_index())
         chunks.append(index_region)
         stats_offset = stats_len = 0
         stats: SstStats | None = None
@@ -214,9 +237,11 @@ class SstWriter:
             stats = SstStats(
                 num_puts=w.num_puts, num_deletes=w.num_deletes, num_merges=w.num_merges,
                 raw_key_size=w.raw_key_size, raw_val_size=w.raw_val_size,
-                block_stats=tuple(self._block_stats),
+                block_stats=tuple(self._block_stats) if nb is None else nb.block_stats(),
             )
-            stats_region = self._region(encode_sst_stats(stats))
+            stats_region = self._region(
+                encode_sst_stats(stats) if nb is None else nb.encode_stats(
+                    w.num_puts, w.num_deletes, w.num_merges, w.raw_key_size, w.raw_val_size))
             stats_offset = index_offset + len(index_region)
             stats_len = len(stats_region)
             chunks.append(stats_region)
@@ -239,9 +264,12 @@ class SstWriter:
         chunks.append(info_bytes + crc32(info_bytes).to_bytes(4, "big"))
         chunks.append(meta_offset.to_bytes(8, "big") + opts.format_version.to_bytes(2, "big"))
         size = meta_offset + len(info_bytes) + 4 + FOOTER_LEN
+        if nb is not None:
+            chunks = [nb.take(chunks)]  # the blocks' buffer grows in place: no join
         return EncodedSst(
             chunks=chunks, info=info, format_version=opts.format_version, num_rows=w.num_rows,
-            num_blocks=len(self._index), first_key=w.first_key, last_key=w.last_key,
+            num_blocks=len(self._index) if nb is None else nb.count,
+            first_key=w.first_key, last_key=w.last_key,
             stats=stats, size=size,
         )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import flatbuffers
 
 from slatelib.errors import InvalidArgumentError
+from slatelib.format import native
 from slatelib.format.flatbuf import (
     I32,
     U32,
@@ -39,6 +40,10 @@ _META_NO_OFFSET = struct.Struct("<iI")
 _TABLE = struct.Struct("<iI")
 _U64 = struct.Struct("<Q")
 _ZEROS = tuple(bytes(i) for i in range(8))
+_INDEX_METAS = native.speedups.index_metas if native.speedups is not None else None
+"""``_speedups.index_metas``: the BlockMeta loop in C. It returns what :func:`_decode_metas`
+returns, or None for anything it does not check as strictly (then the Python loop runs and
+names the problem); ``tests/unit/format/test_sst_index.py`` holds the two together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,10 @@ def decode_sst_index(buf: bytes | bytearray | memoryview, *, path: str | None = 
         if vec is None:
             root.missing("block_meta")
         start, n = vec
+        if _INDEX_METAS is not None:
+            fast = _INDEX_METAS(b.data, start, n)
+            if fast is not None:
+                return SstIndex(*fast)
         return _decode_metas(b, start, n)
 
 

@@ -2,9 +2,11 @@
 
 ``open_store(url, **options)`` gives an :class:`ObjectStore`; wrap it in
 :class:`RetryingObjectStore` for production use. :class:`StoreSpec` is the picklable
-description that Spark executors reopen.
+description that Spark executors reopen. With the ``cas`` option (``[object_store] cas``),
+conditional writes go through :class:`TwoPhaseObjectStore` (docs/rfcs/0012-two-phase-cas.md).
 """
 
+from slatelib.objstore.no_conditional import NoConditionalWritesStore
 from slatelib.objstore.object_store import (
     OPS,
     BytesLike,
@@ -17,6 +19,7 @@ from slatelib.objstore.object_store import (
 from slatelib.objstore.obstore_store import ObstoreObjectStore
 from slatelib.objstore.retrying import RetryingObjectStore, put_if_absent_unique
 from slatelib.objstore.spec import StoreSpec
+from slatelib.objstore.two_phase import TwoPhaseObjectStore
 from slatelib.objstore.url import (
     open_raw_store,
     open_store,
@@ -31,11 +34,13 @@ __all__ = [
     "OPS",
     "BytesLike",
     "ObjectMeta",
+    "NoConditionalWritesStore",
     "ObjectStore",
     "ObstoreObjectStore",
     "OpName",
     "RetryingObjectStore",
     "StoreSpec",
+    "TwoPhaseObjectStore",
     "check_path",
     "check_prefix",
     "open_raw_store",

@@ -82,6 +82,9 @@ class StoreSpec:
                                                 dict(self.defaults)))
 
     def __repr__(self) -> str:
-        shown = tuple((k, "***" if k in SECRET_OPTIONS else v) for k, v in self.options)
+        from slatelib.objstore.cas_records import redact_cas_url
+
+        shown = tuple((k, "***" if k in SECRET_OPTIONS else redact_cas_url(v) if k == "cas"
+                       else v) for k, v in self.options)
         more = f", defaults={self.defaults!r}" if self.defaults else ""
         return f"StoreSpec(url={self.url!r}, options={shown!r}{more})"

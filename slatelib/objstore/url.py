@@ -53,6 +53,20 @@ Supported URLs (the path part follows the object-path rules of
     ``GOOGLE_*``/``AZURE_*`` environment variables). ``[object_store]`` settings fill an
     option only when neither an option nor its environment variable is set
     (:data:`CONF_STORE_KEYS`). Not covered by slatelib's tests beyond that.
+
+Options of every scheme (:data:`GENERIC_OPTIONS`; docs/rfcs/0012-two-phase-cas.md):
+
+- ``cas``: the transactional store of two-phase CAS, ``sqlite:///ABSOLUTE/PATH`` or
+  ``postgresql://HOST[:PORT]/DB`` (:mod:`slatelib.objstore.cas_records`): every
+  ``put_if_absent``/``put_if_match`` then goes through it
+  (:class:`slatelib.objstore.two_phase.TwoPhaseObjectStore`). Falls back to ``SLATELIB_CAS_URL``,
+  then ``[object_store] cas``; ``""`` means native conditional writes.
+- ``conditional_writes``: ``false`` refuses the store's own conditional writes
+  (:class:`slatelib.objstore.no_conditional.NoConditionalWritesStore`); falls back to
+  ``[object_store] conditional_writes``.
+
+Both are resolved when the store is opened and travel in its :class:`StoreSpec`, so Spark
+executors reopen the store exactly as the driver did.
 """
 
 from __future__ import annotations
@@ -80,6 +94,11 @@ if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Credential
 
 SCHEMES = ("file", "memory", "s3", "gs", "az")
+
+GENERIC_OPTIONS = ("cas", "conditional_writes")
+"""Store options of every scheme, handled here rather than by the backend."""
+
+CAS_ENV = "SLATELIB_CAS_URL"
 
 S3_ENV: dict[str, tuple[str, ...]] = {
     "endpoint": ("SLATELIB_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
@@ -130,6 +149,7 @@ CONF_STORE_KEYS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
 over it)."""
 
 _store_defaults: dict[str, dict[str, str]] = {}
+_generic_defaults: dict[str, str] = {}
 
 
 def conf_store_defaults(settings: ObjectStoreSettings) -> dict[str, dict[str, str]]:
@@ -154,8 +174,34 @@ def set_store_defaults(settings: ObjectStoreSettings | None) -> None:
     the stores' :class:`StoreSpec` carries them to Spark executors. The CLI and the jobs
     call this right after loading settings."""
     _store_defaults.clear()
+    _generic_defaults.clear()
     if settings is not None:
         _store_defaults.update(conf_store_defaults(settings))
+        if settings.cas:
+            from slatelib.objstore.cas_records import check_cas_url
+
+            _generic_defaults["cas"] = check_cas_url(settings.cas, what="[object_store] cas")
+        if settings.conditional_writes is not None:
+            _generic_defaults["conditional_writes"] = option_to_str(
+                "conditional_writes", settings.conditional_writes)
+
+
+def generic_option_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``cas`` and ``conditional_writes`` options an :func:`open_raw_store` without them
+    gets: ``SLATELIB_CAS_URL``, then the registered ``[object_store]`` settings.
+
+    Raises:
+        InvalidArgumentError: a malformed ``SLATELIB_CAS_URL`` (naming it).
+    """
+    out = dict(_generic_defaults)
+    value = environ.get(CAS_ENV)
+    if value is not None:
+        if value:
+            from slatelib.objstore.cas_records import check_cas_url
+
+            check_cas_url(value, what=CAS_ENV)
+        out["cas"] = value
+    return out
 
 
 def store_defaults(scheme: str) -> dict[str, str]:
@@ -305,6 +351,10 @@ def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS, **options: OptionV
 
 def with_retries(raw: ObjectStore, attempts: int = DEFAULT_ATTEMPTS) -> ObjectStore:
     """Wrap a bare store in the production retry policy of :func:`open_store`."""
+    from slatelib.objstore.two_phase import TwoPhaseObjectStore
+
+    if isinstance(raw, TwoPhaseObjectStore):
+        return raw.with_inner(with_retries(raw.inner, attempts))
     if attempts <= 1:
         return raw
     from slatelib.objstore.retrying import RetryingObjectStore
@@ -322,7 +372,8 @@ def open_raw_store(url: str, **options: OptionValue) -> ObjectStore:
         StorageError: the store cannot be created.
     """
     scheme = url.partition("://")[0] if isinstance(url, str) else ""
-    return open_raw_store_with(url, options, store_defaults(scheme))
+    opts: dict[str, OptionValue] = {**generic_option_defaults(os.environ), **options}
+    return open_raw_store_with(url, opts, store_defaults(scheme))
 
 
 def open_raw_store_with(url: str, options: Mapping[str, OptionValue],
@@ -333,6 +384,28 @@ def open_raw_store_with(url: str, options: Mapping[str, OptionValue],
     opts = {k: option_to_str(k, v) for k, v in options.items()}
     defaults = dict(defaults) if scheme in CONF_STORE_KEYS else {}
     spec = StoreSpec.of(_join_url(_root_url(scheme, host), path), opts, defaults)
+    generic = {k: opts.pop(k) for k in GENERIC_OPTIONS if k in opts}
+    cas = generic.get("cas", "")
+    if cas:
+        from slatelib.objstore.cas_records import check_cas_url
+
+        check_cas_url(cas, what="store option 'cas'")
+    conditional = _as_bool("conditional_writes", generic.get("conditional_writes", "true"))
+    raw = _open_backend(scheme, host, path, opts, spec, defaults)
+    if not conditional:
+        from slatelib.objstore.no_conditional import NoConditionalWritesStore
+
+        raw = NoConditionalWritesStore(raw)
+    if cas:
+        from slatelib.objstore.cas_records import open_cas_backend
+        from slatelib.objstore.two_phase import TwoPhaseObjectStore
+
+        return TwoPhaseObjectStore(raw, open_cas_backend(cas, what="store option 'cas'"))
+    return raw
+
+
+def _open_backend(scheme: str, host: str, path: str, opts: dict[str, str], spec: StoreSpec,
+                  defaults: Mapping[str, str]) -> ObjectStore:
     if scheme in ("file", "memory") and opts:
         raise InvalidArgumentError(f"{scheme}:// stores take no options, got {sorted(opts)}")
     try:

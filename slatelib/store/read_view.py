@@ -8,19 +8,25 @@ every source by key and sequence number. Views are clipped to their ``visible_ra
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
+from operator import itemgetter
+from typing import overload
 
 from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SortedRun, SstView
 from slatelib.core.memtable import MemTable
-from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows, resolve_versions
+from slatelib.core.merge import MergeOperator, resolve_versions
 from slatelib.core.ranges import BoundKind, BytesRange
 from slatelib.core.row import MERGE, Row
 from slatelib.format import bloom
+from slatelib.format.native_merge import merged_rows, resolved_pairs
 from slatelib.ids import Ulid
 from slatelib.store.sst_reader import SstReader
 from slatelib.store.table_store import TableStore
+
+_row_key = itemgetter(0)
 
 
 def _range_args(
@@ -63,20 +69,71 @@ class ViewSource:
             return (r for r in rows if r[0] != lo)
         return rows
 
+    def iter_blocks(self, start: bytes | None, end: bytes | None) -> Iterator[list[Row]]:
+        """The rows of :meth:`iter_range` as lists (per block or fetched group; never
+        mutated)."""
+        args = _range_args(self.visible_range, start, end)
+        if args is None:
+            return iter(())
+        lo, lo_excl, hi, hi_incl = args
+        blocks = self.reader.iter_range_blocks(lo, hi, end_inclusive=hi_incl)
+        if lo_excl:
+            assert lo is not None
+            return _skip_key(blocks, lo)
+        return blocks
+
     def start_key(self) -> bytes:
-        first = self.reader.info.first_entry or b""
-        r = self.visible_range
-        if r is not None and r.start.key is not None and r.start.key > first:
-            return r.start.key
-        return first
+        return view_start_key(self.reader.info.first_entry, self.visible_range)
+
+
+def view_start_key(first_entry: bytes | None, visible_range: BytesRange | None) -> bytes:
+    """The first key a view can hold: its SST's first key, or its range's start if later."""
+    first = first_entry or b""
+    r = visible_range
+    if r is not None and r.start.key is not None and r.start.key > first:
+        return r.start.key
+    return first
+
+
+class LazyViewSources(Sequence[ViewSource]):
+    """The sources of a run's views, each built on first use: opening a reader on a
+    database of 100k SSTs creates no SST reader until a read reaches that SST."""
+
+    __slots__ = ("_views", "_make", "_built")
+
+    def __init__(self, views: Sequence[SstView], make: Callable[[SstView], ViewSource]) -> None:
+        self._views = views
+        self._make = make
+        self._built: list[ViewSource | None] = [None] * len(views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    @overload
+    def __getitem__(self, i: int) -> ViewSource: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ViewSource]: ...
+
+    def __getitem__(self, i: int | slice) -> ViewSource | list[ViewSource]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._views)))]
+        v = self._built[i]
+        if v is None:
+            v = self._built[i] = self._make(self._views[i])
+        return v
 
 
 class RunSource:
-    """A sorted run: non-overlapping views in key order."""
+    """A sorted run: non-overlapping views in key order.
 
-    def __init__(self, views: Sequence[ViewSource]) -> None:
-        self.views = list(views)
-        self._starts = [v.start_key() for v in self.views]
+    ``starts`` (each view's :func:`view_start_key`) lets ``views`` be a
+    :class:`LazyViewSources`, which then stays lazy.
+    """
+
+    def __init__(self, views: Sequence[ViewSource], starts: list[bytes] | None = None) -> None:
+        self.views: Sequence[ViewSource] = (
+            views if isinstance(views, LazyViewSources) and starts is not None else list(views))
+        self._starts = starts if starts is not None else [v.start_key() for v in self.views]
 
     def _view_for(self, key: bytes) -> ViewSource | None:
         i = bisect_right(self._starts, key) - 1
@@ -93,6 +150,29 @@ class RunSource:
                 return
             yield from v.iter_range(start, end)
 
+    def iter_blocks(self, start: bytes | None, end: bytes | None) -> Iterator[list[Row]]:
+        i = 0 if start is None else max(0, bisect_right(self._starts, start) - 1)
+        for j in range(i, len(self.views)):  # by index: lazy views are built as reached
+            if end is not None and self._starts[j] >= end:
+                return
+            yield from self.views[j].iter_blocks(start, end)
+
+
+def _skip_key(blocks: Iterator[list[Row]], key: bytes) -> Iterator[list[Row]]:
+    """``blocks`` without the leading rows of ``key`` (an excluded range start)."""
+    for rows in blocks:
+        if rows[0][0] == key:
+            rows = rows[bisect_right(rows, key, key=_row_key):]
+            if not rows:
+                continue
+        yield rows
+        yield from blocks
+        return
+
+
+MEM_BLOCK_ROWS = 1024
+"""Rows per list when a memtable feeds a merge."""
+
 
 class MemSource:
     def __init__(self, table: MemTable) -> None:
@@ -103,6 +183,11 @@ class MemSource:
 
     def iter_range(self, start: bytes | None, end: bytes | None) -> Iterator[Row]:
         return self.table.iter_range(start, end)
+
+    def iter_blocks(self, start: bytes | None, end: bytes | None) -> Iterator[list[Row]]:
+        rows = self.table.iter_range(start, end)
+        while batch := list(islice(rows, MEM_BLOCK_ROWS)):
+            yield batch
 
 
 Source = ViewSource | RunSource | MemSource
@@ -139,7 +224,11 @@ class ReadView:
         self, l0: Sequence[SstView], runs: Sequence[SortedRun]
     ) -> list[Source]:
         out: list[Source] = [self._view(v) for v in l0]
-        out.extend(RunSource([self._view(v) for v in run.views]) for run in runs)
+        sst = self.manifest.sst  # raises for a view of an unknown SST, as _view does
+        for run in runs:
+            starts = [view_start_key(sst(v.sst_id).info.first_entry, v.visible_range)
+                      for v in run.views]
+            out.append(RunSource(LazyViewSources(run.views, self._view), starts))
         return out
 
     def sources_for_key(self, key: bytes) -> list[Source]:
@@ -178,11 +267,18 @@ class ReadView:
         return resolve_versions(key, self.get_versions(key), self.merge_operator)
 
     def iter_rows(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[Row]:
-        """Every version in ``[start, end)`` merged in key-ascending, seq-descending order."""
-        return merge_sources([s.iter_range(start, end) for s in self.all_sources()])
+        """Every version in ``[start, end)`` merged in key-ascending, seq-descending order
+        (the native merge of ``slatelib/_merge.c`` when it is built)."""
+        return merged_rows([s.iter_blocks(start, end) for s in self.all_sources()])
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Visible ``(key, value)`` pairs with ``start <= key < end``, in key order."""
-        return resolve_rows(self.iter_rows(start, end), self.merge_operator)
+        """Visible ``(key, value)`` pairs with ``start <= key < end``, in key order.
+
+        Streaming: it holds one block per source (plus the readers' prefetch) and one batch
+        of pairs. The sources' blocks are merged and resolved natively
+        (:func:`slatelib.format.native_merge.resolved_pairs`) when the extension is built.
+        """
+        return resolved_pairs([s.iter_blocks(start, end) for s in self.all_sources()],
+                              self.merge_operator)

@@ -15,11 +15,12 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future
+from operator import itemgetter
 
-from slatelib.core.manifest import SsTableInfo, SstHandle
+from slatelib.core.manifest import CompressionCodec, SsTableInfo, SstHandle
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
-from slatelib.format import bloom
+from slatelib.format import bloom, native
 from slatelib.format.sst import block_range, decode_data_block, decode_region, read_index
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
@@ -32,12 +33,14 @@ INDEX_SLOT = -1
 FILTER_SLOT = -2
 """Cache slots of an SST's index and filter (data blocks use their block number)."""
 _UNLOADED = object()
+_row_key = itemgetter(0)
+_DECODE_BLOCKS = native.speedups.decode_blocks if native.speedups is not None else None
 _NO_FILTER = object()
 
 
 def index_cost(idx: SstIndex) -> int:
     """Estimated memory of a decoded index (two tuples of ints and bytes objects)."""
-    return sum(len(k) for k in idx.first_keys) + 120 * len(idx.offsets) + 128
+    return sum(map(len, idx.first_keys)) + 120 * len(idx.offsets) + 128
 
 
 class BlockCache:
@@ -225,6 +228,33 @@ class SstReader:
                 out[i - lo] = rows
         return [r for r in out if r is not None]
 
+    def _fetch_group_uncached(self, idx: SstIndex, lo: int, hi: int) -> list[list[Row]]:
+        """Decode blocks ``lo..hi-1`` from one ranged get, bypassing the cache (scans).
+
+        Uncompressed blocks are checked and decoded in one native call
+        (``_speedups.decode_blocks``) into one list for the whole group; if it finds damage,
+        the per-block path runs instead, so the error names the object and the block exactly
+        as it does elsewhere.
+        """
+        info = self.info
+        start = block_range(idx, info, lo)[0]
+        end = block_range(idx, info, hi - 1)[1]
+        data = self._get_exact(start, end, f"blocks {lo}..{hi - 1}")
+        if _DECODE_BLOCKS is not None and info.compression == CompressionCodec.NONE:
+            bounds = [o - start for o in idx.offsets[lo:hi]]
+            bounds.append(end - start)
+            try:
+                # one list for the whole group: the merge then pulls one list per fetch
+                return [_DECODE_BLOCKS(data, bounds, self.version, True)]
+            except ValueError:
+                pass  # the path below raises the precise error
+        out: list[list[Row]] = []
+        for i in range(lo, hi):
+            s, e = block_range(idx, info, i)
+            out.append(decode_data_block(data[s - start:e - start], info.compression,
+                                         self.version, path=self.path, block=i))
+        return out
+
     def block_rows(self, i: int) -> list[Row]:
         """Rows of data block ``i``.
 
@@ -244,20 +274,26 @@ class SstReader:
             yield i, j
             i = j
 
-    def iter_blocks(self, lo: int, hi: int, idx: SstIndex | None = None) -> Iterator[list[Row]]:
-        """Decoded blocks ``lo..hi-1`` in order, with up to ``prefetch`` fetches in flight."""
+    def iter_blocks(self, lo: int, hi: int, idx: SstIndex | None = None, *,
+                    cache_blocks: bool = True) -> Iterator[list[Row]]:
+        """Decoded blocks ``lo..hi-1`` in order, with up to ``prefetch`` fetches in flight.
+
+        ``cache_blocks=False`` neither reads nor fills the block cache (scans, as 0.17's
+        ``ScanOptions::cache_blocks`` defaults to false).
+        """
         if lo >= hi:
             return
         idx = self.index() if idx is None else idx
         groups = self._groups(idx, lo, hi)
+        fetch = self._fetch_group if cache_blocks else self._fetch_group_uncached
         if self._executor is None:
             for a, b in groups:
-                yield from self._fetch_group(idx, a, b)
+                yield from fetch(idx, a, b)
             return
         pending: deque[Future[list[list[Row]]]] = deque()
         try:
             for a, b in groups:
-                pending.append(self._executor.submit(self._fetch_group, idx, a, b))
+                pending.append(self._executor.submit(fetch, idx, a, b))
                 if len(pending) >= self._prefetch:
                     yield from pending.popleft().result()
             while pending:
@@ -314,6 +350,47 @@ class SstReader:
                 if end is not None and (k > end if end_inclusive else k >= end):
                     return
                 yield row
+
+    def iter_range_blocks(
+        self, start: bytes | None = None, end: bytes | None = None, *, end_inclusive: bool = False
+    ) -> Iterator[list[Row]]:
+        """The rows of :meth:`iter_range` as non-empty lists (one per data block, or per
+        fetched group of blocks; clipped to the range; callers must not mutate the lists). The blocks bypass the block cache, as a
+        0.17 scan's do by default (``ScanOptions::cache_blocks``).
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
+                (and the block).
+        """
+        info = self.info
+        if start is not None and info.last_entry is not None and info.last_entry < start:
+            return
+        if end is not None and info.first_entry is not None:
+            if info.first_entry > end or (info.first_entry == end and not end_inclusive):
+                return
+        idx = self.index()  # held for the whole scan, whatever the cache evicts meanwhile
+        n = len(idx.offsets)
+        lo = 0 if start is None else self._first_block_for(idx, start)
+        hi = n if end is None else max(
+            lo + 1, self._end_block_for(idx, end, inclusive=end_inclusive))
+        hi = min(hi, n)
+        find_end = bisect_right if end_inclusive else bisect_left
+        for rows in self.iter_blocks(lo, hi, idx, cache_blocks=False):
+            if not rows:
+                continue
+            a, b = 0, len(rows)
+            if start is not None and rows[0][0] < start:
+                a = bisect_left(rows, start, key=_row_key)
+            ended = False
+            if end is not None:
+                last = rows[-1][0]
+                if last > end or (last == end and not end_inclusive):
+                    b = find_end(rows, end, key=_row_key)
+                    ended = True
+            if a < b:
+                yield rows if (a == 0 and b == len(rows)) else rows[a:b]
+            if ended:
+                return
 
     def get_versions(self, key: bytes, key_hash: int | None = None) -> list[Row]:
         """Every version of ``key`` in this SST, newest first.

@@ -52,3 +52,22 @@ def test_run_conf_can_force_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_empty_database_list_skips(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SkipRun):
         args_for(monkeypatch, {"slatelib_databases": "[]"})
+
+
+def test_per_directory_params_become_the_jobs_per_directory_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = args_for(monkeypatch, discover="s3://b/t/", min_ages={"wal": "1h", "wal_fence": "30days"},
+                    dry_runs={"compacted": True, "wal_fence": False}, boundary_files=False)
+    assert (args.wal_min_age, args.wal_fence_min_age, args.manifest_min_age) == ("1h", "30days",
+                                                                                  None)
+    assert (args.compacted_dry_run, args.wal_fence_dry_run, args.wal_dry_run) == (True, False,
+                                                                                  None)
+    assert args.boundary_files is False and args.dry_run is None
+    plain = args_for(monkeypatch, discover="s3://b/t/")
+    assert (plain.wal_min_age, plain.wal_dry_run, plain.boundary_files) == (None, None, None)
+
+
+def test_an_unknown_directory_param_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="no directory 'wals'"):
+        args_for(monkeypatch, discover="s3://b/t/", min_ages={"wals": "1h"})

@@ -109,6 +109,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                   "conf_files": ["conf/base.toml", str(gc_conf)]}},
         # the databases and the project from the Variables; the default runner
         {"dag_id": "slatelib_compaction", "conf": LOCAL},
+        # the nightly export: its first run writes the Delta table
+        {"dag_id": "slatelib_export",
+         "conf": {**LOCAL, "runner": "bash", "db": url, "to": f"{tmp}/lake/t",
+                  "spark_submit_args": "--master local[2]"}},
     ], slatelib_project_dir=str(ROOT), slatelib_databases=json.dumps([url]))
     # Same DAGs, no project directory and no databases at all (the defaults of a new setup).
     bare = probe(tmp / "bare", [{"dag_id": "slatelib_gc", "conf": {}},
@@ -120,7 +124,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_airflow_3_loads_every_dag_with_namespaced_ids(runs: dict[str, Any]) -> None:
     result = runs["result"]
     assert result["import_errors"] == {}
-    assert sorted(result["dags"]) == ["slatelib_compaction", "slatelib_gc", "slatelib_rescale"]
+    assert sorted(result["dags"]) == ["slatelib_compaction", "slatelib_export", "slatelib_gc",
+                                      "slatelib_rescale"]
     gc, compaction, rescale = (result["dags"][f"slatelib_{n}"]
                                for n in ("gc", "compaction", "rescale"))
     assert (gc["schedule"], gc["max_active_runs"], gc["catchup"]) == ("1:00:00", 1, False)
@@ -210,3 +215,22 @@ def test_new_setup_skips_without_databases_and_fails_clearly_without_project(
     assert no_project["state"] == "failed"
     assert no_project["tasks"]["plan"]["state"] == "failed"
     assert no_project["tasks"]["plan"]["try_number"] == 1  # no retry
+
+
+def test_export_dag_writes_the_delta_table_and_pushes_its_report(runs: dict[str, Any]) -> None:
+    from deltalake import DeltaTable
+
+    from slatelib import DbReader
+
+    run = runs["result"]["runs"][3]
+    assert run["state"] == "success", run["tasks"]
+    report = run["xcom"]["export"]["return_value"]
+    assert report["job"] == "export" and report["status"] == "success"
+    (db,) = report["databases"]
+    assert db["mode"] == "overwrite" and db["writer"] == "delta-rs"  # auto: the first run
+    assert run["xcom"]["export"]["headline"] == report["headline"]
+    table = DeltaTable(f"{runs['tmp']}/lake/t").to_pyarrow_table().to_pylist()
+    store_url, path = split_db_url(runs["url"])
+    with DbReader.open(path, store_url, checkpoint=db["checkpoint"]["id"]) as r:
+        assert sorted((x["key"], x["value"]) for x in table) == list(r.scan())
+    assert db["rows"] == len(table) > 0

@@ -106,6 +106,40 @@ def test_dry_run_writes_every_decision_to_stderr_and_deletes_nothing(
     assert all(x["reason"].startswith(("kept: ", "delete: ")) for x in lines)
 
 
+def test_per_directory_flags_and_conf_reach_the_job_as_in_the_single_process_gc(
+    spark: Any, fixture_copy: Path, tmp_path: Path,
+) -> None:
+    twin = tmp_path / "twin"
+    shutil.copytree(fixture_copy, twin)
+    conf = tmp_path / "dirs.toml"
+    conf.write_text('[gc]\ndriver_listing_max = 0\nlist_partitions = 3\n'
+                    '[gc.manifest_options]\nenabled = false\n')
+    argv = ["--min-age", "0s", "--force", "--no-dry-run", "--compacted-dry-run",
+            "--wal-min-age", "1h", "--no-boundary-files", "--conf", str(conf)]
+    args = build_parser().parse_args(["--db", f"file://{fixture_copy}/basic", *argv])
+    report, code = run(spark, load_settings(args.conf), args)
+    assert code == 0 and report["dry_run"] is False
+    basic = report["databases"][0]
+    assert basic["directories"]["compacted"]["dry_run"] is True
+    assert (basic["directories"]["wal"]["min_age_s"], basic["boundary_files_enabled"]) == (
+        3600.0, False)
+    assert basic["directories"]["manifest"]["enabled"] is False
+    assert basic["kinds"]["compacted"]["deleted"] == 0 == basic["kinds"]["manifest"]["deleted"]
+    assert basic["kinds"]["compacted"]["kept"] == basic["kinds"]["compacted"]["listed"]
+    from slatelib.ops.gc.flags import gc_options_from_args
+
+    local_args = build_parser().parse_args(["--db", "x", *argv])
+    options, forced = gc_options_from_args(load_settings(args.conf), local_args)
+    local = collect_garbage("basic", open_store(f"file://{twin}"), dry_run=forced,
+                            options=options)
+    assert not forced and len([d for d in local.decisions if d.reason.startswith(
+        "kept: GC of compacted/ is a dry run")]) == 3  # what a real compacted GC deletes
+    assert tree(fixture_copy) == tree(twin)
+    assert all((fixture_copy / p).read_bytes() == (twin / p).read_bytes()
+               for p in tree(twin) if "/gc/" in f"/{p}")
+    assert not (twin / "basic" / "gc").exists()  # no boundary file without boundary files
+
+
 def test_min_age_below_the_floor_refuses_the_whole_job(spark: Any, tmp_path: Path) -> None:
     args = job_args(tmp_path, "--db", f"file://{tmp_path}/db", "--min-age", "1m")
     with pytest.raises(InvalidArgumentError, match="below the safety floor"):

@@ -140,3 +140,65 @@ def test_env_file_parsing_and_precedence(
         parse_env_file(bad)
     with pytest.raises(InvalidArgumentError, match="cannot read env file"):
         parse_env_file(tmp_path / "missing.env")
+
+
+def test_gc_directory_tables_take_0_17s_names(tmp_path: Path) -> None:
+    """An official ``[garbage_collector_options.*]`` block carried over as ``[gc.*]``."""
+    f = tmp_path / "gc.toml"
+    f.write_text('[gc]\nboundary_files_enabled = false\n'
+                 '[gc.manifest_options]\ninterval = "300s"\nmin_age = "86400s"\n'
+                 '[gc.wal_options]\ninterval = "60s"\nmin_age = "60s"\ndry_run = true\n'
+                 '[gc.wal_fence_options]\nmin_age = "30days"\ndry_run = false\n'
+                 '[gc.compactions_options]\nenabled = false\n'
+                 '[gc.detach_options]\ninterval = "10min"\n')
+    g = load_settings(f, env={}).gc
+    assert g.boundary_files_enabled is False
+    assert (g.manifest_options.interval, g.manifest_options.min_age) == (300.0, 86400.0)
+    assert g.manifest_options.dry_run is None  # unset: [gc] dry_run
+    assert (g.wal_options.min_age, g.wal_options.dry_run) == (60.0, True)
+    assert (g.wal_fence_options.min_age, g.wal_fence_options.dry_run) == (30 * 86400.0, False)
+    assert g.compactions_options.enabled is False and g.compacted_options.enabled is True
+    assert g.detach_options.interval == 600.0
+
+
+def test_gc_directory_tables_from_the_environment_and_their_errors(tmp_path: Path) -> None:
+    g = load_settings(env={"SLATELIB_GC__WAL_OPTIONS": '{"min_age": "1h", "dry_run": false}',
+                           "SLATELIB_GC__BOUNDARY_FILES_ENABLED": "false"}).gc
+    assert (g.wal_options.min_age, g.wal_options.dry_run) == (3600.0, False)
+    assert g.boundary_files_enabled is False
+    with pytest.raises(InvalidArgumentError, match=r"gc\.wal_options: expected a table"):
+        load_settings(env={"SLATELIB_GC__WAL_OPTIONS": "1h"})
+    f = tmp_path / "bad.toml"
+    f.write_text('[gc.wal_options]\nmin_agee = "1h"\n')
+    with pytest.raises(InvalidArgumentError, match=r"bad.toml\.gc\.wal_options: unknown setting "
+                                                   r"'min_agee'"):
+        load_settings(f, env={})
+    f.write_text('[gc.manifest_options]\nmin_age = "soon"\n')
+    with pytest.raises(InvalidArgumentError, match=r"gc\.manifest_options\.min_age"):
+        load_settings(f, env={})
+
+
+def test_an_official_garbage_collector_options_block_is_read_as_gc(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """0.17's own settings-file block, pasted verbatim (its documented example)."""
+    f = tmp_path / "official.toml"
+    f.write_text('[garbage_collector_options]\nboundary_files_enabled = false\n'
+                 'object_store_max_retries = 3\n'
+                 '[garbage_collector_options.manifest_options]\ninterval = "300s"\n'
+                 'min_age = "86400s"\n'
+                 '[garbage_collector_options.wal_options]\ninterval = "60s"\nmin_age = "60s"\n'
+                 '[gc]\nmin_age = "10min"\n')
+    with caplog.at_level("WARNING", logger="slatelib.config"):
+        g = load_settings(f, env={}).gc
+    assert (g.boundary_files_enabled, g.min_age) == (False, 600.0)
+    assert (g.manifest_options.min_age, g.wal_options.interval) == (86400.0, 60.0)
+    assert "object_store_max_retries: ignored ([retry] governs retries)" in caplog.text
+    f.write_text('[garbage_collector_options.wal_options]\nmin_age = "60s"\n'
+                 '[gc.wal_options]\nmin_age = "1h"\n')
+    with pytest.raises(InvalidArgumentError, match="both \\[gc\\] and "
+                                                   "\\[garbage_collector_options\\] set 'wal_opt"):
+        load_settings(f, env={})
+    f.write_text('[garbage_collector_options.wal_options]\nmin_agee = "60s"\n')
+    with pytest.raises(InvalidArgumentError, match="gc.wal_options: unknown setting 'min_agee'"):
+        load_settings(f, env={})

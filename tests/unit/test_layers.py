@@ -38,8 +38,9 @@ ALLOWED: dict[str, set[str]] = {
             "cli"},
     "api": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
             "testing"},
+    "spark": {BASE, "core", "format", "objstore", "store", "txn", "reader", "ops", "spark"},
     "jobs": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
-             "api", "jobs"},
+             "api", "jobs", "spark"},
     "airflow_dags": set(),
 }
 

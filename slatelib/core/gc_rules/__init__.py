@@ -39,8 +39,11 @@ from slatelib.core.gc_rules.decision import Action, GcDecision, ObjectKind
 from slatelib.core.gc_rules.objects import LAYOUT_DIRS, Classified, classify, decide
 from slatelib.core.gc_rules.rules import (
     DEFAULT_MIN_AGE_S,
+    GC_KINDS,
     CompactedCutoff,
     DestroyRules,
+    DirOptions,
+    DirPolicy,
     GcOptions,
     GcRules,
     SequencedRules,
@@ -49,11 +52,14 @@ from slatelib.core.gc_rules.rules import (
 
 __all__ = [
     "DEFAULT_MIN_AGE_S",
+    "GC_KINDS",
     "LAYOUT_DIRS",
     "Action",
     "Classified",
     "CompactedCutoff",
     "DestroyRules",
+    "DirOptions",
+    "DirPolicy",
     "GcDecision",
     "GcOptions",
     "GcRules",

@@ -8,10 +8,12 @@ protects SSTs whose writer's clock runs behind GC's (0.17 looks only at the ULID
 
 from __future__ import annotations
 
-from slatelib.core.gc_rules.decision import Action
+from slatelib.core.gc_rules.decision import Action, ObjectKind
 from slatelib.core.gc_rules.rules import GcRules, Verdict, age_text, is_young
 from slatelib.core.gc_text import fmt_age, fmt_time
 from slatelib.ids import ulid_time_ms
+
+_KIND = ObjectKind.COMPACTED
 
 
 def decide_compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) -> Verdict:
@@ -31,7 +33,7 @@ def decide_compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) 
     if created >= cut.min_age_ms:
         return Action.KEEP, (
             f"kept: unreferenced but {when} ({fmt_age(rules.now_ms - created)} ago by its ULID), "
-            f"within min_age {fmt_age(rules.min_age_ms)}"
+            f"within min_age {fmt_age(rules.min_age_for(_KIND))}"
         )
     if created >= cut.low_watermark_ms:
         return Action.KEEP, (
@@ -51,9 +53,10 @@ def decide_compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) 
             f"{fmt_time(cut.newest_l0_ms)} ({cut.newest_l0_why}): it may be an L0 that is "
             "uploaded but not yet published"
         )
-    if is_young(rules, age_ms):
+    if is_young(rules, age_ms, _KIND):
         return Action.KEEP, (
-            f"kept: unreferenced and {when}, but the object was {age_text(rules, age_ms)}: "
+            f"kept: unreferenced and {when}, but the object was "
+            f"{age_text(rules, age_ms, _KIND)}: "
             "its writer's clock may run behind"
         )
     binding = ("now - min_age" if cut.cutoff_ms == cut.min_age_ms else
@@ -61,5 +64,5 @@ def decide_compacted(rules: GcRules, sst_id: int, age_ms: int, ref: str | None) 
                "the newest L0")
     return Action.DELETE, (
         f"delete: referenced by no live manifest ({rules.live_summary}); {when}, before the "
-        f"cutoff {fmt_time(cut.cutoff_ms)} ({binding}); object {age_text(rules, age_ms)}"
+        f"cutoff {fmt_time(cut.cutoff_ms)} ({binding}); object {age_text(rules, age_ms, _KIND)}"
     )

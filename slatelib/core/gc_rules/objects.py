@@ -121,9 +121,22 @@ def decide(
     if c.kind is ObjectKind.BOUNDARY:
         return out(Action.KEEP, f"kept: {c.why}")
     assert c.id is not None
+    if c.kind in rules.disabled_kinds:
+        return out(Action.KEEP, f"kept: GC of {_what(c.kind)} is disabled "
+                                f"({c.kind.value}_options enabled = false)")
     age_ms = rules.now_ms - last_modified_ms
     if c.kind is ObjectKind.COMPACTED:
-        return out(*decide_compacted(rules, c.id, age_ms, ref))
-    if c.kind in (ObjectKind.WAL, ObjectKind.WAL_FENCE):
-        return out(*decide_wal(rules, c.id, c.kind, age_ms))
-    return out(*decide_sequenced(rules, c.kind, c.id, age_ms))
+        action, reason = decide_compacted(rules, c.id, age_ms, ref)
+    elif c.kind in (ObjectKind.WAL, ObjectKind.WAL_FENCE):
+        action, reason = decide_wal(rules, c.id, c.kind, age_ms)
+    else:
+        action, reason = decide_sequenced(rules, c.kind, c.id, age_ms)
+    if action is Action.DELETE and c.kind in rules.dry_kinds:
+        return out(Action.KEEP, (
+            f"kept: GC of {_what(c.kind)} is a dry run ({c.kind.value}_options dry_run); it "
+            f"would {reason}"))
+    return out(action, reason)
+
+
+def _what(kind: ObjectKind) -> str:
+    return "WAL fences" if kind is ObjectKind.WAL_FENCE else f"{kind.value}/"

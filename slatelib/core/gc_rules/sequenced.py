@@ -26,14 +26,14 @@ def decide_sequenced(rules: GcRules, kind: ObjectKind, vid: int, age_ms: int) ->
         return Action.KEEP, f"kept: pinned by {pin}"
     if seq.blocked is not None:
         return Action.KEEP, f"kept: {seq.blocked}"
-    if is_young(rules, age_ms):
+    if is_young(rules, age_ms, kind):
         return Action.KEEP, (
-            f"kept: superseded by {what} {seq.latest_id} but {age_text(rules, age_ms)}")
+            f"kept: superseded by {what} {seq.latest_id} but {age_text(rules, age_ms, kind)}")
     if kind is ObjectKind.MANIFEST:
         return Action.DELETE, (
             f"delete: neither the latest manifest ({seq.latest_id}) nor pinned by a checkpoint; "
-            f"{age_text(rules, age_ms)}"
+            f"{age_text(rules, age_ms, kind)}"
         )
     return Action.DELETE, (
-        f"delete: superseded by compactions file {seq.latest_id}; {age_text(rules, age_ms)}"
+        f"delete: superseded by compactions file {seq.latest_id}; {age_text(rules, age_ms, kind)}"
     )

@@ -19,9 +19,9 @@ def decide_wal(rules: GcRules, wal_id: int, kind: ObjectKind, age_ms: int) -> Ve
             return Action.KEEP, f"kept: WAL {wal_id} {r.detail}"
     fence = kind is ObjectKind.WAL_FENCE
     name = f"writer fence {wal_id} (zero bytes)" if fence else f"WAL {wal_id}"
-    if is_young(rules, age_ms):
+    if is_young(rules, age_ms, kind):
         return Action.KEEP, (
-            f"kept: {name} is outside every replay range but {age_text(rules, age_ms)}")
+            f"kept: {name} is outside every replay range but {age_text(rules, age_ms, kind)}")
     latest = next((r for r in rules.wal_ranges if r.end is None), None)
     below = (f"below replay_after_wal_id {latest.start} of {latest.label}" if latest
              else "outside the latest manifest's replay range")
@@ -29,9 +29,9 @@ def decide_wal(rules: GcRules, wal_id: int, kind: ObjectKind, age_ms: int) -> Ve
     if fence and rules.wal_fence_dry_run:
         return Action.KEEP, (
             f"kept: {name}; fence GC is a dry run as in 0.17 (it would be deletable: {below}, "
-            f"{ckpts}, {age_text(rules, age_ms)})"
+            f"{ckpts}, {age_text(rules, age_ms, kind)})"
         )
-    return Action.DELETE, f"delete: {name} is {below}; {ckpts}; {age_text(rules, age_ms)}"
+    return Action.DELETE, f"delete: {name} is {below}; {ckpts}; {age_text(rules, age_ms, kind)}"
 
 
 def _outside_checkpoint_ranges(ranges: list[WalRange]) -> str:

@@ -4,14 +4,18 @@ For every input view that overlaps the task's range, only the blocks that may ho
 the range (and of the view's ``visible_range``) are fetched, in coalesced ranged gets of
 up to ``bytes_to_fetch`` with at most ``max_fetch_tasks`` fetches in flight per view, and
 decoded in those fetch threads. Rows outside the range are clipped at block granularity.
-Sources are merged in windows (:mod:`slatelib.core.window_merge`), retention applies per
-window (:mod:`slatelib.core.retention`), and the surviving rows go to output SSTs of about
-``max_sst_size`` (v2 blocks, bloom filter per ``min_filter_keys``, the configured codec,
-stats), cut only between windows so a key's versions never straddle two SSTs. A finished
-SST uploads in the background while the next one fills (at most one upload in flight).
+Sources are merged and 0.17's retention applied (:mod:`slatelib.core.retention`) by
+:func:`slatelib.format.native_merge.retained_batches`: one native loop over a heap of the
+sources' blocks (``slatelib/_merge.c``), or the pure-Python windowed merge
+(:mod:`slatelib.core.window_merge`) when the extension is not built. The surviving rows
+come in batches (``windows`` in the metrics) that end at key boundaries and go to output
+SSTs of about ``max_sst_size`` (v2 blocks, bloom filter per ``min_filter_keys``, the
+configured codec, stats), cut only between keys so a key's versions never straddle two
+SSTs. A finished SST uploads in the background while the next one fills (at most one
+upload in flight).
 
 Memory is bounded by the blocks in flight (at most :data:`INPUT_BUFFER_BYTES` of stored
-input per task however many sources it merges), one window, and at most two output SSTs (one
+input per task however many sources it merges), one batch, and at most two output SSTs (one
 filling, one uploading) — not by the size of the range.
 
 Output SSTs get fresh ULIDs from the wall clock (never before ``task.min_ulid_ms``, the
@@ -31,9 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.merge import MergeOperator, as_merge_operator
-from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
-from slatelib.core.window_merge import merge_windows
+from slatelib.core.retention import RetentionPolicy, RetentionStats
+from slatelib.core.window_merge import DEFAULT_FILL_ROWS
 from slatelib.errors import InvalidArgumentError
+from slatelib.format.native_merge import retained_batches
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_rows
@@ -135,17 +140,16 @@ def execute_compaction_task(
             streams = [source_rows(obj_store, views, pool, prefetch=prefetch,
                                    fetch_bytes=fetch_bytes, timer=timer)
                        for views in sources]
-            merged = merge_windows(streams, **({"fill_rows": fill_rows} if fill_rows else {}))
+            merged = retained_batches(streams, policy, stats,
+                                      fill_rows=fill_rows or DEFAULT_FILL_ROWS)
             while True:
                 t0 = time.perf_counter()
-                window = next(merged, None)
-                if window is None:
-                    break
-                kept = retain_window(window, policy, stats)
+                kept = next(merged, None)
                 merge_s += time.perf_counter() - t0
+                if kept is None:
+                    break
                 windows += 1
-                if kept:
-                    out.add(kept)
+                out.add(kept)
             outputs = out.close()
         except BaseException:
             out.abort()

@@ -33,6 +33,7 @@ from slatelib.errors import (
     ObjectMissingError,
     SstMissingError,
 )
+from slatelib.format import native
 from slatelib.format.block import decode_block_v2
 from slatelib.format.block_v1 import decode_block_v1
 from slatelib.format.compression import decompress
@@ -43,6 +44,8 @@ from slatelib.ops.compaction.task import CompactionTask
 from slatelib.store.sst_reader import SstReader
 
 _key = itemgetter(0)
+_DECODE_BLOCKS = native.speedups.decode_blocks if native.speedups is not None else None
+"""Checks and decodes a run of uncompressed stored blocks in one call (None: not built)."""
 
 
 def _crc32(data: memoryview) -> int:
@@ -148,6 +151,15 @@ def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int) -> list[Row]:
     if len(data) != end - start:
         raise CorruptObjectError(f"truncated SST: blocks {a}..{b - 1} [{start}, {end}) returned "
                                  f"{len(data)} bytes", path=vi.path)
+    if _DECODE_BLOCKS is not None and info.compression == CompressionCodec.NONE:
+        # one native call checks and decodes every block; on damage the loop below runs
+        # and names the block precisely
+        bounds = [o - start for o in index.offsets[a:b]]
+        bounds.append(end - start)
+        try:
+            return _DECODE_BLOCKS(data, bounds, vi.reader.version, True)
+        except ValueError:
+            pass
     view = memoryview(data)
     codec = info.compression
     plain = codec == CompressionCodec.NONE

@@ -9,28 +9,35 @@ index reads, not one per SST.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from slatelib.core.compaction_plan import CompactionSpec
-from slatelib.core.compaction_source import effective_range, estimate_view_size
+from slatelib.core.compaction_source import view_range_and_size
 from slatelib.core.compactions import Compactions
 from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SstView
 from slatelib.core.range_split import (
     COARSE_FRACTION,
     Anchor,
+    RunKeys,
     block_anchors,
     hot_ranges,
+    overlapping_views,
     overlaps,
     range_count,
+    run_keys,
     split_by_weight,
     view_anchor,
 )
-from slatelib.core.ranges import BytesRange
+from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange, span
+from slatelib.format import manifest_native
 from slatelib.format.sst import SstWriterOptions
-from slatelib.ids import Ulid
+from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectStore, StoreSpec
 from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
 from slatelib.store.compactions_store import CompactionsStore
@@ -57,7 +64,7 @@ def read_state(manifests: ManifestStore, compactions: CompactionsStore) -> DbSta
     return DbState(manifests.read_latest(), state)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputView:
     """An input view with its handle and path (``task_view``), keys and estimated size.
 
@@ -73,17 +80,122 @@ class InputView:
 
 
 def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) -> list[InputView]:
-    """Every input view of ``spec`` with its handle, object path, keys and size."""
+    """Every input view of ``spec`` with its handle, object path, keys and size.
+
+    One :class:`InputView` and one :class:`TaskView` per view, built without the frozen
+    dataclasses' ``__init__`` (a full compaction of a large database has one per SST; see
+    docs/rfcs/0014-large-manifest-planning.md); the same values as
+    ``InputView(view, TaskView(view, handle, path), effective_range(...),
+    estimate_view_size(...), is_l0)``.
+
+    Raises:
+        CorruptObjectError: a view of the spec has no SST in the manifest.
+    """
     external = external_roots(tables.paths.root, manifest)
-    l0_ids = set(spec.l0_view_ids)
-    out = []
-    for view in spec.views():
-        handle = manifest.sst(view.sst_id)
-        tv = TaskView(view, handle, tables.sst_path(handle.id, external))
-        eff = effective_range(view, handle.info)
-        out.append(InputView(view, tv, eff, estimate_view_size(view, handle.info),
-                             view.id in l0_ids))
+    l0_ids = {v.id for v in spec.l0_views}
+    sst = manifest.sst
+    views = spec.views()
+    paths = _sst_paths(tables, external, views)
+    new, set_view, set_handle, set_path = object.__new__, _TV_VIEW, _TV_HANDLE, _TV_PATH
+    set_iv_view, set_tv, set_eff, set_size, set_l0 = _IV_SETTERS
+    set_kind, set_key = _BOUND_KIND, _BOUND_KEY
+    included = BoundKind.INCLUDED
+    out: list[InputView] = []
+    append = out.append
+    with gc_paused():
+        for view, path in zip(views, paths, strict=True):
+            handle = sst(view.sst_id)
+            tv = new(TaskView)
+            set_view(tv, view)
+            set_handle(tv, handle)
+            set_path(tv, path)
+            info = handle.info
+            if view.visible_range is None:  # view_range_and_size's identity case, inlined
+                first = new(Bound)
+                set_kind(first, included)
+                set_key(first, info.first_entry or b"")
+                last_key = info.last_entry
+                if last_key is None:
+                    last = UNBOUNDED
+                else:
+                    last = new(Bound)
+                    set_kind(last, included)
+                    set_key(last, last_key)
+                eff = span(first, last)
+                size = info.index_offset + info.index_len
+            else:
+                eff, size = view_range_and_size(view, info)
+            iv = new(InputView)
+            set_iv_view(iv, view)
+            set_tv(iv, tv)
+            set_eff(iv, eff)
+            set_size(iv, size)
+            set_l0(iv, view.id in l0_ids)
+            append(iv)
+        if manifest_native.ext is not None:
+            manifest_native.ext.untrack_frozen(out, _UNTRACKED)
     return out
+
+
+_ZERO_NAME = ulid_to_str(0)
+
+
+def _sst_paths(tables: TableStore, external: dict[Ulid, str],
+               views: Sequence[SstView]) -> list[str]:
+    """``tables.sst_path(view.sst_id, external)`` of every view, formatted natively (one
+    call) when the extension is built and no SST lives in an external database."""
+    ext = manifest_native.ext
+    if ext is not None and not external:
+        # DbPaths.compacted(id) is head + ulid_to_str(id) + tail; the ULID is its end.
+        head, _, tail = tables.paths.compacted(0).rpartition(_ZERO_NAME)
+        try:
+            return ext.ulid_names(head, tail, [v.sst_id for v in views])
+        except (OverflowError, TypeError, ValueError):
+            pass  # an id out of range (or a non-ASCII root): the reference path says which
+    return [tables.sst_path(v.sst_id, external) for v in views]
+
+
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_restore = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector around a bulk construction of acyclic objects.
+
+    Justification (docs/rfcs/0014-large-manifest-planning.md): :func:`input_views` makes
+    five tracked objects per input view; at 100k views the collections this allocation
+    triggers walked them again and again and took about half the time. Every object made
+    inside refers only to objects that existed before it, so no cycle can form among them
+    and the collector could free nothing of theirs; reference counting still frees
+    everything as usual. With the native extension they are then untracked
+    (``untrack_frozen``) before the pause ends, so the deferred collections do not walk
+    them either; without it the pause only defers those collections. Nesting and threads are counted:
+    the collector is re-enabled when the outermost pause ends, and only if it was enabled
+    when the first began (a caller that disabled it keeps it disabled).
+    """
+    global _gc_depth, _gc_restore
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_restore = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_restore:
+                gc.enable()
+
+
+_BOUND_KIND, _BOUND_KEY = Bound.__dict__["kind"].__set__, Bound.__dict__["key"].__set__
+_UNTRACKED = (InputView, TaskView, BytesRange, Bound)
+"""Frozen classes whose instances made by :func:`input_views` leave the cyclic GC."""
+_TV_VIEW, _TV_HANDLE, _TV_PATH = (TaskView.__dict__[f].__set__ for f in ("view", "handle", "path"))
+_IV_SETTERS = tuple(InputView.__dict__[f].__set__
+                    for f in ("view", "task_view", "effective", "size", "l0"))
 
 
 def fine_anchors(store: ObjectStore, iv: InputView, cache: BlockCache | None,
@@ -165,17 +277,28 @@ class TaskOptions:
 
 def build_tasks(spec: CompactionSpec, views: Sequence[InputView],
                 ranges: Sequence[BytesRange], opts: TaskOptions) -> list[CompactionTask]:
-    """One task per range, each carrying only the input views that overlap it."""
+    """One task per range, each carrying only the input views that overlap it.
+
+    A sorted run's views are in key order, so the views of a run that overlap a range are
+    found by bisection (:func:`~slatelib.core.range_split.overlapping_views`): O(views +
+    ranges * log views) rather than a test of every view against every range. A run whose
+    views are not in key order is scanned view by view, with the same result.
+    """
     by_view = {iv.view.id: iv for iv in views}
-    sources: list[tuple[str, list[InputView]]] = [
-        (f"l0:{v.id}", [by_view[v.id]]) for v in spec.l0_views
+    sources: list[tuple[str, list[InputView], RunKeys | None]] = [
+        (f"l0:{v.id}", [by_view[v.id]], None) for v in spec.l0_views
     ]
-    sources += [(f"sr:{r.id}", [by_view[v.id] for v in r.views]) for r in spec.runs]
+    for r in spec.runs:
+        ivs = [by_view[v.id] for v in r.views]
+        sources.append((f"sr:{r.id}", ivs, run_keys([iv.effective for iv in ivs])))
     tasks = []
     for index, rng in enumerate(ranges):
         task_sources = []
-        for name, ivs in sources:
-            hit = tuple(iv.task_view for iv in ivs if overlaps(iv.effective, rng))
+        for name, ivs, keys in sources:
+            if keys is None:
+                hit = tuple(iv.task_view for iv in ivs if overlaps(iv.effective, rng))
+            else:
+                hit = tuple(ivs[i].task_view for i in overlapping_views(keys, rng))
             if hit:
                 task_sources.append(TaskSource(name, hit))
         tasks.append(CompactionTask(

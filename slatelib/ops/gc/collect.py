@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
-from slatelib.config import Settings, parse_duration
+from slatelib.config import GcDirectorySettings, Settings, parse_duration
 from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.gc_plan import (
     CompactionsState,
@@ -48,7 +48,15 @@ from slatelib.core.gc_plan import (
     referenced_ssts,
     without_expired_checkpoints,
 )
-from slatelib.core.gc_rules import GcDecision, GcOptions, GcRules, ObjectKind, classify
+from slatelib.core.gc_rules import (
+    GC_KINDS,
+    DirOptions,
+    GcDecision,
+    GcOptions,
+    GcRules,
+    ObjectKind,
+    classify,
+)
 from slatelib.core.manifest import Manifest
 from slatelib.errors import ConflictError, InvalidArgumentError, ObjectMissingError, SlateError
 from slatelib.ids import Ulid, ulid_to_str
@@ -112,18 +120,66 @@ def check_db_spelling(spelled: str, what: str = "database path") -> None:
             f"the store root ({spelled.lstrip('/')!r}); nothing was deleted")
 
 
-def gc_options(settings: Settings, *, min_age: float | str | None = None,
-               force: bool = False) -> GcOptions:
-    """Options from the ``[gc]`` settings, with ``min_age`` (seconds or ``"5min"``) and
-    ``force`` overriding them.
+def gc_options(
+    settings: Settings,
+    *,
+    min_age: float | str | None = None,
+    force: bool = False,
+    dry_run: bool | None = False,
+    min_ages: Mapping[str, float | str | None] | None = None,
+    dry_runs: Mapping[str, bool | None] | None = None,
+    boundary_files: bool | None = None,
+) -> GcOptions:
+    """Options from the ``[gc]`` settings and their per-directory sub-tables
+    (``[gc.manifest_options]`` ..., 0.17's ``GarbageCollectorOptions``), overridden by the
+    caller's (a CLI's flags): ``min_age`` and ``dry_run`` are the defaults of every
+    directory (``dry_run`` None: ``[gc] dry_run``; its default False leaves the whole run's
+    dry run to :func:`run_gc`'s ``dry_run``, as before per-directory options existed),
+    ``min_ages`` / ``dry_runs`` (kind -> value; None: not given) set one directory's,
+    ``boundary_files`` sets ``boundary_files_enabled``.
+
+    A directory's ``min_age`` is, first found: ``min_ages[kind]``, the directory's
+    ``min_age`` in the settings, ``min_age``, ``[gc] min_age``; its dry run likewise
+    (``dry_runs``, the settings' directory ``dry_run``, ``dry_run``, ``[gc] dry_run``): the
+    setting for one directory wins over a default for all (docs/rfcs/0013-gc-options.md).
 
     Raises:
-        InvalidArgumentError: a malformed duration.
+        InvalidArgumentError: a malformed duration, or a kind with no options.
     """
     g = settings.gc
     age = g.min_age if min_age is None else parse_duration(min_age, what="min_age")
-    return GcOptions(min_age_s=age, force=force, min_age_floor_s=g.min_age_floor,
-                     db_delete_grace_s=g.db_delete_grace, wal_fence_dry_run=g.wal_fence_dry_run)
+    base_dry = g.dry_run if dry_run is None else dry_run
+    flag_ages = {_kind(k): v for k, v in (min_ages or {}).items() if v is not None}
+    flag_dry = {_kind(k): v for k, v in (dry_runs or {}).items() if v is not None}
+    dirs: list[tuple[ObjectKind, DirOptions]] = []
+    for kind in GC_KINDS:
+        conf: GcDirectorySettings = getattr(g, f"{kind.value}_options")
+        kind_age = flag_ages.get(kind, conf.min_age)
+        dirs.append((kind, DirOptions(
+            enabled=conf.enabled,
+            min_age_s=None if kind_age is None else parse_duration(
+                kind_age, what=f"{kind.value}_options min_age"),
+            dry_run=flag_dry.get(kind, conf.dry_run),
+            interval_s=conf.interval,
+        )))
+    return GcOptions(
+        min_age_s=age, force=force, min_age_floor_s=g.min_age_floor,
+        db_delete_grace_s=g.db_delete_grace, wal_fence_dry_run=g.wal_fence_dry_run,
+        dry_run=base_dry, directories=tuple(dirs),
+        boundary_files_enabled=(g.boundary_files_enabled if boundary_files is None
+                                else boundary_files),
+        detach_enabled=g.detach_options.enabled,
+    )
+
+
+def _kind(name: str) -> ObjectKind:
+    try:
+        kind = ObjectKind(name.replace("-", "_"))
+    except ValueError:
+        kind = ObjectKind.UNKNOWN
+    if kind not in GC_KINDS:
+        raise InvalidArgumentError(f"gc: no directory {name!r} (known: {', '.join(GC_KINDS)})")
+    return kind
 
 
 def collect_garbage(
@@ -132,20 +188,26 @@ def collect_garbage(
     *,
     min_age: float | str | None = None,
     force: bool = False,
-    dry_run: bool = True,
+    dry_run: bool | None = True,
     now: float | datetime | None = None,
     settings: Settings | None = None,
     clock: Clock | None = None,
     on_decision: DecisionSink | None = None,
+    options: GcOptions | None = None,
 ) -> GcReport:
     """Collect the garbage of the database at ``path`` in ``store`` (an object store or its
     URL) in this process.
 
-    ``min_age`` is seconds or a duration string (default ``[gc] min_age``, 5 minutes); a
-    value below ``[gc] min_age_floor`` needs ``force``. ``dry_run`` (the default) writes
-    nothing and reports every decision. ``now`` (Unix seconds or a datetime) fixes the
-    time GC decides with; by default ``clock`` (the system clock) is read. Every decision is
-    kept in ``report.decisions`` and passed to ``on_decision``.
+    ``min_age`` is seconds or a duration string (default ``[gc] min_age``, 5 minutes): the
+    ``min_age`` of every directory that sets none of its own (``[gc.wal_options]
+    min_age``); a value below ``[gc] min_age_floor`` needs ``force``. ``dry_run=True`` (the
+    default) writes nothing and reports every decision; ``False`` runs for real, with each
+    directory's own ``dry_run`` (``[gc.<dir>_options]``) still applying; ``None`` takes
+    ``[gc] dry_run`` as the default of the directories. ``options`` (built by
+    :func:`gc_options`) replaces ``settings``, ``min_age`` and ``force`` when given. ``now``
+    (Unix seconds or a datetime) fixes the time GC decides with; by default ``clock`` (the
+    system clock) is read. Every decision is kept in ``report.decisions`` and passed to
+    ``on_decision``.
 
     Raises:
         InvalidArgumentError: bad options, ``min_age`` below the floor without ``force``, a
@@ -169,8 +231,10 @@ def collect_garbage(
 
     from slatelib.objstore import resolve_store
 
-    report = run_gc(resolve_store(store), path, gc_options(s, min_age=min_age, force=force),
-                    dry_run=dry_run,
+    if options is None:
+        options = gc_options(s, min_age=min_age, force=force,
+                             dry_run=None if dry_run is None else False)
+    report = run_gc(resolve_store(store), path, options, dry_run=bool(dry_run),
                     backend=LocalBackend(concurrency=s.gc.delete_concurrency), clock=base,
                     on_decision=sink)
     report.decisions = kept
@@ -197,6 +261,8 @@ def run_gc(
     on_decision: DecisionSink | None = None,
 ) -> GcReport:
     """One GC run on one database with ``backend`` doing the listing and deleting.
+    ``dry_run`` makes the whole run a dry run (nothing is written), as does ``options``
+    when every directory is a dry run (:meth:`GcOptions.writes_nothing`).
 
     Raises:
         See :func:`collect_garbage`.
@@ -220,9 +286,13 @@ def _run_gc(
 ) -> GcReport:
     options.check()
     check_db_spelling(path)
+    dry_run = dry_run or options.writes_nothing()
     root = DbPaths.of(path).root
     now_ms = clock.now_ms()
-    report = GcReport(root, store.url, dry_run, options.min_age_s, now_ms)
+    report = GcReport(root, store.url, dry_run, options.min_age_s, now_ms,
+                      directories={k.value: p.to_json() for k, p in options.policies().items()},
+                      boundary_files_enabled=options.boundary_files_enabled,
+                      detach_enabled=options.detach_enabled)
     with report.phase("read_state"):
         # manifest/ is listed once, by the driver: for the manifest decisions and to start
         # probing for the latest version from the newest listed one.
@@ -235,8 +305,19 @@ def _run_gc(
     if verdict.state is DestroyState.DUE:
         from slatelib.ops.gc.destroy import run_destroy
 
+        # Deleting a whole database is all or nothing: only a run in which every directory
+        # of it deletes does it (the WAL fences' default dry run aside: the database and its
+        # writers are gone); otherwise it is reported as a dry run.
+        partial = (options.dry_kinds(False) | options.disabled_kinds()) - {ObjectKind.WAL_FENCE}
+        if partial and not dry_run:
+            report.dry_run = True
+            report.refused.append(
+                "destroy: the database is due for deletion, but GC of "
+                f"{', '.join(sorted(k.value for k in partial))} is a dry run or disabled in "
+                "this run; it is deleted only by a run in which every directory deletes")
         return run_destroy(store, root, latest, verdict, options, backend=backend, clock=clock,
-                           dry_run=dry_run, report=report, on_decision=on_decision)
+                           dry_run=dry_run or bool(partial), report=report,
+                           on_decision=on_decision)
     if verdict.state is DestroyState.PENDING:
         report.destroy = {"state": verdict.state.value, "reason": verdict.reason}
     if not dry_run:
@@ -251,26 +332,60 @@ def _run_gc(
         check_live_external_dbs(root, live)
     with report.phase("list_and_plan"):
         plan = _plan(store, root, live, compactions, options, now_ms, backend, report, latest.id,
-                     manifests)
+                     manifests, dry_run)
     for d in DIRS:
         report.add_tally(plan.decisions[d].tally())
         if on_decision is not None:
             for decision in plan.decisions[d]:
                 on_decision(decision)
     if dry_run:
-        _detach(store, root, live, clock, report, dry_run=True)
+        if options.detach_enabled:
+            _detach(store, root, live, clock, report, dry_run=True)
         return report
     for d in DIRS:
         _delete_kind(store, root, d, plan, options, now_ms, backend, report)
+    _collect_cas_records(store, root, options, report)
+    if not options.detach_enabled:
+        return report
     with report.phase("detach"):
         try:
             fresh = read_latest_manifest(store, root, plan.planned_latest_id)
             fresh_live = read_live_set(store, root, fresh)
             check_live_external_dbs(root, fresh_live)
-            _detach(store, root, fresh_live, clock, report, dry_run=False)
+            _detach(store, root, fresh_live, clock, report, dry_run=options.dry_run)
         except SlateError as exc:
             report.error(f"detach: {exc}")
     return report
+
+
+# A two-phase write's steps 1 and 2 (temporary object, then intent record) are never further
+# apart than this in practice; collect() deletes unnamed temporary objects older than it.
+CAS_COLLECT_MIN_AGE_S = 3600.0
+
+
+def _collect_cas_records(store: ObjectStore, root: str, options: GcOptions,
+                         report: GcReport) -> None:
+    """On a store whose conditional writes go through two-phase CAS, sweep what crashed
+    writers left below the database (docs/rfcs/0012-two-phase-cas.md): incomplete intents
+    are finished or rolled back, committed records whose object is gone are dropped, and
+    orphaned temporary objects are deleted, all older than the largest of the GC's min ages
+    and an hour. Deleting objects already dropped their records; this is only the crash
+    residue. A failure is an error of the run, not a reason to stop it."""
+    from slatelib.objstore.two_phase import TwoPhaseObjectStore
+
+    if not isinstance(store, TwoPhaseObjectStore):
+        return
+    min_age_s = max([CAS_COLLECT_MIN_AGE_S, options.min_age_s,
+                     *(p.min_age_s for p in options.policies().values())])
+    with report.phase("cas_collect"):
+        try:
+            done = store.collect(min_age_s, prefix=root)
+        except SlateError as exc:
+            report.error(f"cas collect: {exc}")
+            return
+    report.cas_collect = {"finished": done.finished, "rolled_back": done.rolled_back,
+                          "records_deleted": done.records_deleted,
+                          "temps_deleted": done.temps_deleted, "min_age_s": int(min_age_s)}
 
 
 def check_live_external_dbs(root: str, live: LiveSet) -> None:
@@ -317,9 +432,10 @@ def _newest_listed(store: ObjectStore, root: str, manifests: LocalListing) -> in
 
 def _plan(store: ObjectStore, root: str, live: LiveSet, compactions: CompactionsState,
           options: GcOptions, now_ms: int, backend: GcBackend, report: GcReport,
-          read_latest_id: int, manifests: LocalListing) -> _Plan:
+          read_latest_id: int, manifests: LocalListing, whole_dry_run: bool) -> _Plan:
     refs = referenced_ssts(live)
-    rules = build_rules(root, live, compactions, now_ms=now_ms, options=options)
+    rules = build_rules(root, live, compactions, now_ms=now_ms, options=options,
+                        whole_dry_run=whole_dry_run)
     listings: dict[str, object] = {
         MANIFEST_DIR: manifests,
         COMPACTIONS_DIR: LocalBackend().list_dir(store, root, COMPACTIONS_DIR, 0),
@@ -335,7 +451,8 @@ def _plan(store: ObjectStore, root: str, live: LiveSet, compactions: Compactions
     for d in (MANIFEST_DIR, COMPACTIONS_DIR):
         target = decisions[d].max_delete_id()
         current, _, _ = read_boundary(store, boundary_path(root, d))
-        report.boundaries[d] = {"before": current, "target": max(current, target or 0)}
+        report.boundaries[d] = {"before": current, "target": (
+            max(current, target or 0) if options.boundary_files_enabled else current)}
     if problem is not None:
         report.refused.append(f"compacted: {problem}")
     elif rules.compacted.blocked is not None:
@@ -346,7 +463,7 @@ def _plan(store: ObjectStore, root: str, live: LiveSet, compactions: Compactions
         report.refused.append(f"compacted: {rules.compacted.newest_l0_why}")
     if problem is not None:
         rules = build_rules(root, live, compactions, now_ms=now_ms, options=options,
-                            compacted_block=problem)
+                            compacted_block=problem, whole_dry_run=whole_dry_run)
         decisions = {d: backend.decide(listings[d], rules, refs) for d in DIRS}
     return _Plan(rules, refs, listings, decisions, read_latest_id)
 
@@ -406,7 +523,7 @@ def _delete_kind(store: ObjectStore, root: str, d: str, plan: _Plan, options: Gc
         return
     with report.phase(f"delete_{d}"):
         try:
-            if d in (MANIFEST_DIR, COMPACTIONS_DIR):
+            if d in (MANIFEST_DIR, COMPACTIONS_DIR) and options.boundary_files_enabled:
                 target = decisions.max_delete_id()
                 assert target is not None
                 before, after = advance_boundary(store, boundary_path(root, d), target)

@@ -55,6 +55,11 @@ class GcReport:
     errors: list[str] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
     decisions: list[GcDecision] = field(default_factory=list)
+    directories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each kind's resolved options: ``enabled``, ``min_age_s``, ``dry_run``, ``interval_s``."""
+    boundary_files_enabled: bool = True
+    detach_enabled: bool = True
+    cas_collect: dict[str, int] | None = None
 
     def kind(self, kind: ObjectKind | str) -> KindTally:
         return self.kinds.setdefault(str(kind), KindTally())
@@ -111,6 +116,9 @@ class GcReport:
             "store": self.store,
             "dry_run": self.dry_run,
             "min_age_s": self.min_age_s,
+            "directories": self.directories,
+            "boundary_files_enabled": self.boundary_files_enabled,
+            "detach_enabled": self.detach_enabled,
             "now": fmt_time(self.now_ms),
             "latest_manifest_id": self.latest_manifest_id,
             "kinds": {k: v.to_json() for k, v in sorted(self.kinds.items())},
@@ -125,6 +133,7 @@ class GcReport:
             "boundaries": self.boundaries,
             "listing": self.listing,
             "destroy": self.destroy,
+            "cas_collect": self.cas_collect,
             "refused": self.refused,
             "error_count": self.error_count,
             "errors": self.errors,

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 
 MAX_PROBES = 64
 BOUNDARY_ATTEMPTS = 16
+NO_IF_MATCH_HINT = (
+    "on a store without conditional overwrites (If-Match) run GC with [gc] "
+    "boundary_files_enabled = false (--no-boundary-files, 0.17's disable_boundary_files) and a "
+    "manifest and compactions min_age longer than any writer may stall "
+    "(docs/rfcs/0013-gc-options.md); nothing of this kind was deleted")
 
 
 def read_latest_manifest(
@@ -174,6 +179,11 @@ def advance_boundary(store: ObjectStore, path: str, target: int) -> tuple[int, i
     boundary, docs/rfcs/0006-local-conditional-put.md), so unlike 0.17's GC, which cannot
     overwrite there, slatelib advances the boundary on every run.
 
+    A store without conditional overwrites (``If-Match``; it reports no ETag, or refuses
+    the overwrite) cannot advance an existing boundary: the error says to run GC there with
+    ``boundary_files_enabled = false`` (0.17's option for such stores,
+    docs/rfcs/0013-gc-options.md), which never calls this.
+
     Raises:
         StorageError: the store reports no ETag for an existing boundary file, or cannot
             overwrite conditionally.
@@ -187,12 +197,16 @@ def advance_boundary(store: ObjectStore, path: str, target: int) -> tuple[int, i
             return before, current
         if exists and e_tag is None:
             raise StorageError(f"{path}: the store reports no ETag, so the boundary cannot be "
-                               "advanced safely")
+                               f"advanced safely; {NO_IF_MATCH_HINT}")
         try:
             store.put_if_match(path, str(target).encode("ascii"), e_tag if exists else None)
         except (AlreadyExistsError, ConflictError):
             log.info("gc boundary moved concurrently, retrying [path=%s]", path)
             continue
+        except StorageError as exc:
+            verb = "overwrite" if exists else "create"
+            raise StorageError(f"{path}: the store cannot {verb} the boundary conditionally "
+                               f"({exc}); {NO_IF_MATCH_HINT}") from exc
         log.info("gc advanced boundary [path=%s, from=%d, to=%d]", path, current, target)
         return before, target
     raise ConflictError(f"{path}: boundary kept changing; gave up advancing it to {target}")

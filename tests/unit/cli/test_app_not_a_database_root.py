@@ -36,7 +36,8 @@ COMMANDS: dict[str, list[list[str]]] = {
     "gc": [[], ["--no-dry-run"]],
     "compact": [[], ["--dry-run"]],
 }
-NO_DATABASE = {"config"}  # `config show` describes the store of --db without reading it
+NO_DATABASE = {"config",  # `config show` describes the store of --db without reading it
+               "cas"}  # `cas` reads the records of the cas store, not the database
 CREATES = {"load", "clone"}  # an empty or missing directory is where they create one
 
 CASES = [(name, argv) for name, variants in COMMANDS.items() for argv in variants]

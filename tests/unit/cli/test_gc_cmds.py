@@ -83,3 +83,26 @@ def test_slate_ls_labels_the_boundary_lock_file_after_a_second_local_gc(
     assert lock["size"] == 0
     assert lock["referenced_by"][0].startswith("lock file of gc/manifest.boundary")
     assert (tmp_path / "db" / "gc" / "manifest.boundary").read_bytes() == b"3"
+
+
+def test_slate_gc_per_directory_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"memory://cli{uuid.uuid4().hex[:10]}"
+    w = DbWriter(open_store(url + "/"), "db")
+    w.manifests_upto(3, manifest(replay_after=2, last_seen=2))
+    w.wal(1)
+    w.wal(2)
+    # no --no-dry-run: [gc] dry_run (true) stays the default, but wal/ deletes on its own
+    assert main(["--db", f"{url}/db", "gc", "--min-age", "0s", "--force", "--no-wal-dry-run",
+                 "--no-boundary-files"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    job = lines[-1]
+    [report] = job["databases"]
+    assert job["dry_run"] is False and report["boundary_files_enabled"] is False
+    assert (report["directories"]["wal"]["dry_run"], report["directories"]["manifest"]["dry_run"]
+            ) == (False, True)
+    assert w.listing() == {"db/manifest/00000000000000000001.manifest",
+                           "db/manifest/00000000000000000002.manifest",
+                           "db/manifest/00000000000000000003.manifest",
+                           "db/wal/00000000000000000002.sst"}
+    assert main(["--db", f"{url}/db", "gc", "--manifest-min-age", "10s"]) == 2
+    assert "manifest_options min_age 10s is below the safety floor" in capsys.readouterr().err

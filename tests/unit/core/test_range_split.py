@@ -10,17 +10,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slatelib.core.range_split import (
+    HOT_FACTOR,
     Anchor,
     block_anchors,
     hot_ranges,
+    overlapping_views,
     overlaps,
     range_count,
     range_weight,
     ranges_from_boundaries,
+    run_keys,
     split_by_weight,
     view_anchor,
 )
-from slatelib.core.ranges import BytesRange
+from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
 from slatelib.core.row import Row
 from slatelib.core.window_merge import merge_windows
 from slatelib.errors import InvalidArgumentError
@@ -115,7 +118,8 @@ def test_every_anchor_lands_in_exactly_one_range(items: list[tuple[bytes, int]],
     assert 1 <= len(ranges) <= count
     for a in anchors:
         assert sum(r.contains(a.key) for r in ranges) == 1
-    starts = [r.start.key for r in ranges[1:]]
+    starts = [r.start.key for r in ranges[1:] if r.start.key is not None]
+    assert len(starts) == len(ranges) - 1
     assert starts == sorted(set(starts))
 
 
@@ -198,3 +202,69 @@ def test_random_interleaved_sources_merge_in_order() -> None:
     merged = list(chain.from_iterable(merge_windows(sources, fill_rows=100)))
     assert len(merged) == 4800
     assert [r[0] for r in merged] == sorted(r[0] for r in merged)
+
+
+# ------------------------------------------------------------ fast paths vs definitions
+def _rand_key(r: random.Random) -> bytes:
+    return bytes(r.choice(b"abcdef") for _ in range(r.randint(1, 3)))
+
+
+def _rand_bound(r: random.Random) -> Bound:
+    kind = r.randrange(3)
+    if kind == 0:
+        return UNBOUNDED
+    return Bound.included(_rand_key(r)) if kind == 1 else Bound.excluded(_rand_key(r))
+
+
+def test_anchor_orders_and_compares_as_its_key_weight_pair() -> None:
+    r = random.Random(5)
+    anchors = [Anchor(_rand_key(r), r.randint(0, 9)) for _ in range(500)]
+    assert [tuple(a) for a in sorted(anchors)] == sorted((a.key, a.weight) for a in anchors)
+    assert Anchor(b"a", 1) == Anchor(key=b"a", weight=1) != Anchor(b"a", 2)
+
+
+def test_hot_ranges_equals_the_per_range_weight_definition() -> None:
+    r = random.Random(7)
+    for _ in range(400):
+        anchors = [Anchor(_rand_key(r), r.randint(0, 50)) for _ in range(r.randint(0, 40))]
+        count = r.randint(1, 8)
+        ranges = [BytesRange(_rand_bound(r), _rand_bound(r)) for _ in range(r.randint(0, 8))]
+        if r.random() < 0.5:
+            ranges = split_by_weight(anchors, count)
+        total = sum(a.weight for a in anchors)
+        limit = HOT_FACTOR * total / count
+        expected = ([] if total <= 0 or count <= 1 else
+                    [i for i, g in enumerate(ranges) if range_weight(g, anchors) > limit])
+        assert hot_ranges(ranges, anchors, count) == expected
+
+
+def test_overlapping_views_equals_a_scan_of_every_view() -> None:
+    r = random.Random(9)
+    checked = 0
+    for _ in range(600):
+        keys = sorted({_rand_key(r) for _ in range(r.randint(0, 20))})
+        effs = [BytesRange(Bound.included(a), Bound.included(b))
+                for a, b in zip(keys[::2], keys[1::2], strict=False)]
+        effs = [e.intersect(BytesRange(_rand_bound(r), _rand_bound(r)))
+                if r.random() < 0.3 else e for e in effs]  # clipped (projected) views
+        if r.random() < 0.2:
+            effs.append(BytesRange(Bound.included(b"fff"), UNBOUNDED))
+        if r.random() < 0.1:
+            r.shuffle(effs)
+        rk = run_keys(effs)
+        if rk is None:
+            continue  # build_tasks scans such a run (tests/unit/ops/compaction/test_plan_io.py)
+        checked += 1
+        for _ in range(10):
+            task = BytesRange(_rand_bound(r), _rand_bound(r))
+            assert overlapping_views(rk, task) == [
+                i for i, e in enumerate(effs) if overlaps(e, task)]
+    assert checked > 300
+
+
+def test_run_keys_refuses_views_out_of_key_order() -> None:
+    a = BytesRange(Bound.included(b"a"), Bound.included(b"c"))
+    b = BytesRange(Bound.included(b"d"), Bound.included(b"f"))
+    assert run_keys([a, b]) is not None
+    assert run_keys([b, a]) is None
+    assert run_keys([BytesRange(Bound.included(b"a"), UNBOUNDED), b]) is None

@@ -5,11 +5,16 @@ one key (newest first) and the exact rows a compaction keeps, mirroring 0.17's
 ``RetentionIterator`` / ``MergeOperatorIterator`` tests. The property tests check the
 contract behind the rules: every snapshot at or above ``recent_snapshot_min_seq`` reads the
 same before and after retention.
+
+Every test runs twice (the module-scoped ``engine`` fixture): against the pure-Python
+reference (``retain_versions`` per key, ``merge_windows`` + ``retain_window`` per window) and
+against the native merge with retention (``slatelib/_merge.c`` through
+:func:`slatelib.format.native_merge.retained_batches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +29,8 @@ from slatelib.core.retention import (
     retain_window,
 )
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
+from slatelib.format import native
+from slatelib.format.native_merge import retained_batches
 
 K = b"k"
 TICK = 1_000
@@ -43,10 +50,37 @@ def m(seq: int, op: bytes, *, exp: int | None = None, ts: int | None = 7,
     return (key, seq, MERGE, op, exp, ts)
 
 
+ENGINE = {"native": False}
+
+
+@pytest.fixture(autouse=True, scope="module", params=["python", "native"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the whole matrix against the Python reference, then the native engine."""
+    if request.param == "native":
+        assert native.merge is not None, (
+            "slatelib._merge is not built (or SLATELIB_NO_NATIVE=1): the native matrix cannot "
+            "run; `.venv/bin/python setup.py build_ext --inplace` builds it")
+    ENGINE["native"] = request.param == "native"
+    yield request.param
+    ENGINE["native"] = False
+
+
+def retain(sources: Sequence[Sequence[Row]], policy: RetentionPolicy,
+           stats: RetentionStats) -> list[Row]:
+    """What a compaction keeps of ``sources`` (each sorted, newest first), on the engine
+    under test: the windowed Python reference or the native merge."""
+    blocks = [[list(src)] for src in sources]
+    batches = retained_batches(blocks, policy, stats, use_native=ENGINE["native"])
+    return [r for batch in batches for r in batch]
+
+
 def keep(versions: Sequence[Row], *, min_seq: int = 100, bottom: bool = False,
          op: MergeOperator | None = None, tick: int = TICK) -> list[Row]:
     stats = RetentionStats()
-    return retain_versions(list(versions), RetentionPolicy(min_seq, bottom, tick, op), stats)
+    policy = RetentionPolicy(min_seq, bottom, tick, op)
+    if ENGINE["native"]:
+        return retain([versions], policy, stats)
+    return retain_versions(list(versions), policy, stats)
 
 
 # ------------------------------------------------------------------ sequence order, snapshots
@@ -177,24 +211,28 @@ def test_operands_are_folded_in_batches_of_100_like_0_17() -> None:
 def test_window_without_retention_work_is_returned_as_is() -> None:
     rows = [v(5, key=b"a"), v(6, key=b"b"), v(7, key=b"c")]
     stats = RetentionStats()
-    out = retain_window(rows, RetentionPolicy(10, False, TICK), stats)
-    assert out is rows
+    if ENGINE["native"]:
+        out = retain([rows], RetentionPolicy(10, False, TICK), stats)
+        assert out == rows
+    else:
+        out = retain_window(rows, RetentionPolicy(10, False, TICK), stats)
+        assert out is rows
     assert (stats.rows_in, stats.rows_out) == (3, 3)
 
 
 def test_window_groups_versions_from_several_sources_by_seq() -> None:
-    # a stable key sort puts the newer source first; seqs may still interleave
-    rows = [v(5, b"b5", key=b"b"), v(8, b"b8", key=b"b"), v(9, key=b"a"), t(6, key=b"c")]
-    rows.sort(key=lambda r: r[0])
+    # the newer source holds the older version of b: seqs interleave across sources
+    newer = [v(9, key=b"a"), v(5, b"b5", key=b"b")]
+    older = [v(8, b"b8", key=b"b"), t(6, key=b"c")]
     stats = RetentionStats()
-    out = retain_window(rows, RetentionPolicy(9, True, TICK), stats)
+    out = retain([newer, older], RetentionPolicy(9, True, TICK), stats)
     assert out == [v(9, key=b"a"), v(8, b"b8", key=b"b")]
     assert stats.versions_dropped == 1 and stats.tombstones_dropped == 1
 
 
 def test_duplicate_seq_keeps_the_version_of_the_newest_source() -> None:
-    rows = [v(5, b"new", key=b"a"), v(5, b"old", key=b"a")]
-    out = retain_window(rows, RetentionPolicy(0, False, TICK), RetentionStats())
+    newer, older = [v(5, b"new", key=b"a")], [v(5, b"old", key=b"a")]
+    out = retain([newer, older], RetentionPolicy(0, False, TICK), RetentionStats())
     assert out == [v(5, b"new", key=b"a")]
 
 
@@ -202,7 +240,7 @@ def test_window_stats_count_every_kind_of_drop() -> None:
     rows = [v(9, b"e", exp=1, key=b"a"), m(8, b"x", exp=1, key=b"b"), v(3, key=b"b"),
             t(9, key=b"c"), v(2, key=b"c"), m(9, b"2", key=b"d"), m(8, b"1", key=b"d")]
     stats = RetentionStats()
-    out = retain_window(rows, RetentionPolicy(9, True, TICK, ConcatMergeOperator()), stats)
+    out = retain([rows], RetentionPolicy(9, True, TICK, ConcatMergeOperator()), stats)
     assert out == [v(3, key=b"b"), m(9, b"12", key=b"d")]
     assert stats.as_dict() == {
         "rows_in": 7, "rows_out": 2, "versions_dropped": 1, "tombstones_dropped": 2,
@@ -298,7 +336,7 @@ def test_window_equals_per_key_retention(bottom: bool) -> None:
     by_key: list[Row] = []
     for key in (b"a", b"b", b"c", b"d", b"e"):
         by_key += retain_versions([r for r in rows if r[0] == key], policy, RetentionStats())
-    assert retain_window(list(rows), policy, RetentionStats()) == by_key
+    assert retain([rows], policy, RetentionStats()) == by_key
 
 
 # ------------------------------------------------- range boundaries and visible ranges
@@ -314,23 +352,22 @@ def test_splitting_the_key_space_into_ranges_does_not_change_the_output(
     rows = sorted(((b"%02d" % k, s, kind, b"" if kind == TOMBSTONE else b"v", None, 1)
                    for k, s, kind in items), key=lambda r: (r[0], -r[1]))
     policy = RetentionPolicy(min_seq, bottom, TICK, ConcatMergeOperator())
-    whole = retain_window(list(rows), policy, RetentionStats())
+    whole = retain([rows], policy, RetentionStats())
     pieces: list[Row] = []
     for rng in ranges_from_boundaries([b"%02d" % c for c in sorted(set(cuts))]):
-        pieces += retain_window([r for r in rows if rng.contains(r[0])], policy,
-                                RetentionStats())
+        pieces += retain([[r for r in rows if rng.contains(r[0])]], policy, RetentionStats())
     assert pieces == whole
 
 
 def test_a_tombstone_outside_a_views_visible_range_shadows_nothing() -> None:
     from slatelib.core.ranges import BytesRange
-    from slatelib.core.window_merge import merge_windows
 
     visible = BytesRange.half_open(b"a", b"m")
     newer_l0 = [t(9, key=b"b"), t(9, key=b"x")]  # b is visible, x lies outside the view
     older_run = [v(3, b"b-old", key=b"b"), v(3, b"x-old", key=b"x")]
     clipped = [r for r in newer_l0 if visible.contains(r[0])]
-    windows = merge_windows([[clipped], [older_run]], fill_rows=1)
-    out = [r for w in windows for r in retain_window(w, RetentionPolicy(9, True, TICK),
-                                                     RetentionStats())]
+    out = [r for batch in retained_batches([[clipped], [older_run]],
+                                           RetentionPolicy(9, True, TICK), RetentionStats(),
+                                           fill_rows=1, use_native=ENGINE["native"])
+           for r in batch]
     assert out == [v(3, b"x-old", key=b"x")]

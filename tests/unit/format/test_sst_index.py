@@ -158,3 +158,56 @@ def test_65k_block_index_encodes_and_decodes_fast_enough_for_compaction() -> Non
     assert t2 - t1 < 0.25, f"decode took {t2 - t1:.3f}s"
     assert t1 - t0 < 0.6, f"encode took {t1 - t0:.3f}s"
     assert struct.unpack_from("<I", data)[0] < len(data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.binary(max_size=12)), min_size=1,
+                max_size=8),
+       st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+       st.booleans(), st.integers(0, 3))
+def test_the_native_meta_loop_equals_the_python_loop_or_declines(
+    entries: list[tuple[int, bytes]], flips: list[tuple[int, int]], non_canonical: bool,
+    cut: int,
+) -> None:
+    """``_speedups.index_metas`` returns exactly what ``_decode_metas`` returns, and None
+    (so that the Python loop runs and names the problem) wherever that one fails."""
+    from slatelib.format import native
+    from slatelib.format.flatbuf import Buffer
+    from slatelib.format.sst_index import _decode_metas
+
+    assert native.speedups is not None, "slatelib._speedups is not built"
+    if non_canonical:  # first_key added before the offset: another vtable layout
+        b = new_builder()
+        metas = []
+        for offset, key in entries:
+            k = b.CreateByteVector(key)
+            b.StartObject(2)
+            b.PrependUOffsetTRelativeSlot(1, k, 0)
+            b.PrependUint64Slot(0, offset, 0)
+            metas.append(b.EndObject())
+        vec = add_offset_vector(b, metas)
+        b.StartObject(1)
+        b.PrependUOffsetTRelativeSlot(0, vec, 0)
+        payload = bytearray(finish(b, b.EndObject()))
+    else:
+        payload = bytearray(encode_sst_index(entries))
+    for pos, x in flips:
+        payload[pos % len(payload)] ^= x
+    payload = payload[:len(payload) - cut]
+    try:
+        buf = Buffer(bytes(payload))
+        vec_pos = buf.root().vector(0, 4)
+    except (DataError, struct.error):
+        return  # the vector itself is unreadable: both decoders stop before the loop
+    if vec_pos is None:
+        return
+    start, n = vec_pos
+    got = native.speedups.index_metas(buf.data, start, n)
+    try:
+        want: SstIndex | None = _decode_metas(buf, start, n)
+    except (DataError, struct.error):
+        want = None
+    if got is not None:
+        assert want is not None and SstIndex(*got) == want
+    if not flips and not cut:
+        assert got is not None and SstIndex(*got) == decode_sst_index(bytes(payload))

@@ -82,4 +82,4 @@ def test_slate_spark_dispatches_to_the_job_module(
     assert launcher.main(["vacuum"]) == 2
     assert "unknown job 'vacuum'" in capsys.readouterr().err
     assert launcher.main(["--help"]) == 0
-    assert "slate-spark {compact,gc,rescale}" in capsys.readouterr().out
+    assert "slate-spark {compact,gc,rescale,export}" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from slatelib.core.row import VALUE
-from slatelib.errors import CorruptObjectError, FencedError
+from slatelib.errors import CorruptObjectError, FencedError, ManifestMissingError
 from slatelib.format.sst import SstWriterOptions, encode_sst
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths
@@ -269,3 +269,35 @@ def test_a_newer_writers_fence_at_the_id_we_try_is_not_jumped_over(
     with pytest.raises(FencedError):
         fence_wal(store, wal, manifests, claimed.value, epoch)
     assert not wal.exists(2)
+
+
+def test_the_final_epoch_check_reuses_our_claim_only_while_it_is_the_latest(
+    store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slatelib.writer import fencing
+
+    manifests, wal = stores(store)
+    open_db(store, manifests, wal, clock)  # a previous writer: its fence makes ours refresh
+    reads: list[str] = []
+    real_get = store.get
+
+    def get(path: str) -> bytes:
+        if path.startswith(manifests.directory):
+            reads.append(path)
+        return real_get(path)
+
+    monkeypatch.setattr(store, "get", get)
+    claim = open_db(store, manifests, wal, clock)
+    assert reads == [manifests.path(2)]  # ensure_database's read only: none of our claim (3)
+    assert claim.manifest.id == 3 == manifests.list_ids()[-1]
+    assert claim.manifest.value == manifests.read(3).value
+
+    # A newer version (another writer's claim) is read and checked, never skipped.
+    newer, _, _ = claim_as_writer(manifests, manifests.read_latest(), clock)
+    with pytest.raises(FencedError):
+        fencing._refresh_epoch(manifests, claim.epoch, claim.manifest)
+    assert fencing._refresh_epoch(manifests, newer.value.writer_epoch, newer) is newer
+    # A GC boundary at the known id makes it the full read too (which then finds none).
+    store.put(manifests.boundary_path, str(newer.id).encode())
+    with pytest.raises(ManifestMissingError):
+        fencing._refresh_epoch(manifests, newer.value.writer_epoch, newer)

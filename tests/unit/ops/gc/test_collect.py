@@ -304,3 +304,47 @@ def test_without_compactions_file_nothing_in_compacted_goes_and_the_report_says_
                               "watermark is the Unix epoch and nothing in compacted/ is deleted "
                               "(as in 0.17)"]
     assert db.w.paths.wal(1) not in db.w.listing()
+
+
+def test_gc_on_a_two_phase_store_sweeps_crash_residue_of_the_cas(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.objstore import open_raw_store
+    from slatelib.objstore import two_phase as tp
+    from slatelib.objstore.cas_records import SqliteCasBackend
+    from slatelib.objstore.no_conditional import NoConditionalWritesStore
+    from slatelib.testing.faulty import SimulatedCrash
+
+    raw = NoConditionalWritesStore(open_raw_store(f"memory://gccas{uuid.uuid4().hex[:12]}/"))
+    store = tp.TwoPhaseObjectStore(raw, SqliteCasBackend(str(tmp_path / "cas.db")))
+    db = Basic(store)
+    p = db.w.paths
+
+    def crash(phase: str, path: str) -> None:
+        if phase == "temp_written":
+            raise SimulatedCrash(f"crash after {phase} of {path}")
+
+    store.on_phase = crash
+    with pytest.raises(SimulatedCrash):
+        store.put_if_absent(p.manifest(6), b"never recorded")
+    store.on_phase = None
+    orphans = [m.path for m in raw.list(p.root) if tp.is_temporary(m.path)]
+    assert len(orphans) == 1
+    # A young orphan may still be a write in progress: it stays.
+    report = gc(store, now=db.later_s)
+    assert report.cas_collect is not None and report.cas_collect["temps_deleted"] == 0
+    assert [m.path for m in raw.list(p.root) if tp.is_temporary(m.path)] == orphans
+    # Two hours on, it is residue: the next GC deletes it, and the database is intact.
+    later = tp.now_ms() + 2 * HOUR
+    monkeypatch.setattr(tp, "now_ms", lambda: later)
+    report = gc(store, now=db.later_s)
+    assert report.cas_collect == {"finished": 0, "rolled_back": 0, "records_deleted": 0,
+                                  "temps_deleted": 1, "min_age_s": 3600}
+    assert report.to_json()["cas_collect"]["temps_deleted"] == 1
+    assert not [m.path for m in raw.list(p.root) if tp.is_temporary(m.path)]
+    assert db.w.listing() >= db.survivors()
+    # A dry run sweeps nothing.
+    store.on_phase = crash
+    with pytest.raises(SimulatedCrash):
+        store.put_if_absent(p.manifest(7), b"never recorded")
+    store.on_phase = None
+    assert gc(store, now=db.later_s, dry_run=True).cas_collect is None

@@ -1,0 +1,126 @@
+"""Export a checkpoint of a SlateDB database to Parquet or Delta on Spark.
+
+    spark-submit jobs/export.py --db URL --to URL --format parquet|delta
+        [--mode overwrite|append|incremental|auto] [--checkpoint ID] [--checkpoint-lifetime DUR]
+        [--columns key,value,...] [--decode binary|utf8] [--merge-operator NAME]
+        [--partitions N] [--delta-writer auto|delta-spark|delta-rs] [--store-root URL]
+        [--conf FILE ...] [--env-file FILE ...] [--report FILE] [-v]
+
+Thin over :func:`slatelib.spark.export.run_export` (which registers the ``slatedb`` data
+source itself): the checkpoint (``--checkpoint``, else a new one named ``slatelib-export``)
+is read in byte-balanced key ranges on the executors and written by Spark's Parquet writer;
+for Delta, Spark's Delta writer when delta-spark is on the classpath, else the Parquet files
+are committed with delta-rs. ``--mode incremental`` (Delta) applies only the changes since
+the checkpoint of the table's last export with a merge, and refuses when that checkpoint is
+gone or expired. The report (stdout, and ``--report FILE``; jobs/_common.py describes its
+top level) names the checkpoint exported (id and manifest id), rows, bytes, files and time.
+
+Exit code: 0 on success; 2 invalid input (bad options, a target that is not a Delta table);
+5 a missing database, an unknown or expired checkpoint, or an incremental export that cannot
+be exact; 6 storage unavailable; 1 anything else (slatelib/exit_codes.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs._common import DbTarget, add_common_args, run_isolated, run_main
+from slatelib.config import Settings, parse_duration
+from slatelib.errors import InvalidArgumentError
+from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
+from slatelib.ops.export.report import export_headline, export_report
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from slatelib.spark.export import ExportArgs
+
+FORMATS = ("parquet", "delta")
+MODES = ("overwrite", "append", "incremental", "auto")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobs/export.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--db", required=True, metavar="URL", help="the database URL")
+    p.add_argument("--to", required=True, metavar="URL",
+                   help="target directory URL (file:///..., s3://bucket/...)")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--mode", default="overwrite", choices=MODES,
+                   help="overwrite (default), append, incremental (Delta: the changes "
+                        "since the last export's checkpoint, applied with a merge), or auto "
+                        "(Delta: incremental when the table exists, else overwrite)")
+    p.add_argument("--checkpoint", metavar="ID",
+                   help="export this checkpoint (default: create one named slatelib-export)")
+    p.add_argument("--checkpoint-lifetime", default="7days", metavar="DURATION",
+                   help="lifetime of the checkpoint the export creates and keeps for the next "
+                        "incremental export (default 7days; the next export must run before)")
+    p.add_argument("--columns", default="key,value",
+                   help="key,value (default), any of seq, expire_ts, create_ts, or all")
+    p.add_argument("--decode", default="binary", choices=DECODINGS,
+                   help="utf8: keys and values as text (refused if one is not UTF-8)")
+    p.add_argument("--merge-operator", metavar="NAME",
+                   help="concat or package.module:attr (needed when the database has merges)")
+    p.add_argument("--partitions", type=int, metavar="N",
+                   help="key ranges to read in parallel (default: Spark's default parallelism)")
+    p.add_argument("--delta-writer", default="auto", choices=("auto", "delta-spark", "delta-rs"),
+                   help="auto (default): delta-spark when on the classpath, else delta-rs")
+    add_common_args(p, selection=False)
+    return p
+
+
+def export_args(args: argparse.Namespace) -> ExportArgs:
+    """The library's arguments from the command line.
+
+    Raises:
+        InvalidArgumentError: a bad duration, column list or partition count.
+    """
+    from slatelib.spark.export import ExportArgs
+
+    if args.partitions is not None and args.partitions < 1:
+        raise InvalidArgumentError(f"--partitions must be at least 1, got {args.partitions}")
+    out = ExportArgs(
+        db=args.db, to=args.to, format=args.format, mode=args.mode, checkpoint=args.checkpoint,
+        store_root=args.store_root, merge_operator=args.merge_operator,
+        columns=parse_columns(args.columns), decode=args.decode, partitions=args.partitions,
+        checkpoint_lifetime_s=parse_duration(args.checkpoint_lifetime,
+                                             what="--checkpoint-lifetime"),
+        delta_writer=args.delta_writer)
+    out.check()
+    return out
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
+        ) -> tuple[dict[str, Any], int]:
+    """Export the database; returns the report and the exit code.
+
+    Raises:
+        InvalidArgumentError: bad options (before anything is read).
+    """
+    from slatelib.spark.export import run_export
+
+    started = time.monotonic()
+    ea = export_args(args)
+    target = DbTarget(args.db, "", args.db)
+    results, code = run_isolated([target], lambda _t: run_export(spark, ea))
+    return export_report(code, results, seconds=time.monotonic() - started), code
+
+
+headline = export_headline  # the report's headline (slatelib/ops/export/report.py)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, export, print the report; returns the exit code (2 for bad arguments, before
+    Spark starts)."""
+    args = build_parser().parse_args(argv)
+    def precheck(_settings: Settings) -> None:
+        export_args(args)
+
+    return run_main(args, "slatelib-export", run, needs_spark=True, headline=headline,
+                    precheck=precheck)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

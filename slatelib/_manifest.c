@@ -1,0 +1,1988 @@
+/*
+ * slatelib._manifest: native manifest codec (format §5, §5.7), see
+ * docs/rfcs/0010-manifest-codec.md.
+ *
+ * The pure-Python code in slatelib/format/{manifest_codec,manifest_parts,sst_info,
+ * shared_tables,flatbuf}.py is the reference. This module:
+ *
+ *   - encode_v2(manifest, view_problem) -> bytes: the whole version-2 manifest file, byte for
+ *     byte what manifest_codec.encode_manifest writes. It reimplements the part of the
+ *     `flatbuffers` Python Builder the codec uses (back-to-front writing, Prep alignment,
+ *     vtable deduplication keyed by vtable content, Finish with minalign), and the codec's
+ *     canonical creation order.
+ *   - read_handles / read_views / read_runs / read_ulids: the big vectors of a manifest
+ *     (ssts, l0, compacted, and the sst_ids of an external database), decoded into the core dataclasses with the bounds checks of
+ *     slatelib.format.flatbuf (every check that makes the reference reject a buffer makes
+ *     this code reject it too).
+ *
+ * Error convention: anything invalid (a malformed buffer, a value out of range, an object of
+ * an unexpected type) raises ValueError, TypeError or OverflowError; the Python wrapper
+ * (slatelib/format/manifest_native.py) then reruns the reference implementation, which
+ * raises the documented error (CorruptObjectError with the path, InvalidArgumentError).
+ *
+ * Objects are created without running the dataclasses' __init__: the classes are frozen
+ * dataclasses with __slots__, and configure() records the offsets of their slots (it checks
+ * that each field is a plain object slot), so a field is set as CPython's own member
+ * descriptor would set it.
+ *
+ * C99, no third-party libraries. Single-phase init; the configured classes are kept in
+ * static variables (set once by configure()).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ configured types */
+
+typedef struct {
+    PyTypeObject *tp;
+    int nfields;
+    Py_ssize_t off[12];
+} SlotClass;
+
+enum { INFO_FIRST, INFO_LAST, INFO_INDEX_OFF, INFO_INDEX_LEN, INFO_FILTER_OFF, INFO_FILTER_LEN,
+       INFO_COMPRESSION, INFO_SST_TYPE, INFO_STATS_OFF, INFO_STATS_LEN, INFO_FILTER_FORMAT,
+       INFO_NFIELDS };
+static const char *INFO_NAMES[] = {"first_entry", "last_entry", "index_offset", "index_len",
+                                   "filter_offset", "filter_len", "compression", "sst_type",
+                                   "stats_offset", "stats_len", "filter_format"};
+enum { H_ID, H_INFO, H_FV };
+static const char *HANDLE_NAMES[] = {"id", "info", "format_version"};
+enum { V_ID, V_SST, V_RANGE };
+static const char *VIEW_NAMES[] = {"id", "sst_id", "visible_range"};
+enum { R_ID, R_VIEWS };
+static const char *RUN_NAMES[] = {"id", "views"};
+
+static SlotClass INFO, HANDLE, VIEW, RUN;
+static PyObject *COMPRESSION = NULL, *SST_TYPE = NULL, *FILTER_FORMAT = NULL; /* tuples */
+static int configured = 0;
+
+static int slot_class(SlotClass *sc, PyObject *cls, const char **names, int n)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "configure: expected a class");
+        return -1;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyDict_GetItemString(tp->tp_dict, names[i]);
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+            PyErr_Format(PyExc_TypeError, "configure: %s.%s is not a slot", tp->tp_name, names[i]);
+            return -1;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "configure: %s.%s is not an object slot", tp->tp_name,
+                         names[i]);
+            return -1;
+        }
+        sc->off[i] = m->offset;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(sc->tp, tp);
+    sc->nfields = n;
+    return 0;
+}
+
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *info, *handle, *view, *run, *comp, *sst_type, *ff;
+    if (!PyArg_ParseTuple(args, "OOOOO!O!O!:configure", &info, &handle, &view, &run,
+                          &PyTuple_Type, &comp, &PyTuple_Type, &sst_type, &PyTuple_Type, &ff))
+        return NULL;
+    if (slot_class(&INFO, info, INFO_NAMES, INFO_NFIELDS) < 0 ||
+        slot_class(&HANDLE, handle, HANDLE_NAMES, 3) < 0 ||
+        slot_class(&VIEW, view, VIEW_NAMES, 3) < 0 || slot_class(&RUN, run, RUN_NAMES, 2) < 0)
+        return NULL;
+    Py_INCREF(comp);
+    Py_XSETREF(COMPRESSION, comp);
+    Py_INCREF(sst_type);
+    Py_XSETREF(SST_TYPE, sst_type);
+    Py_INCREF(ff);
+    Py_XSETREF(FILTER_FORMAT, ff);
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+static int check_configured(void)
+{
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "slatelib._manifest: configure() was not called");
+        return -1;
+    }
+    return 0;
+}
+
+/* A new instance with every slot NULL; fields are set with set_slot (steals). */
+static inline PyObject *new_instance(SlotClass *sc)
+{
+    return sc->tp->tp_alloc(sc->tp, 0);
+}
+
+/* A new instance the cyclic GC does not track. Only for SsTableInfo, SstHandle and SstView
+ * instances whose fields are bytes, ints, None, enum members and (for a handle) an untracked
+ * SsTableInfo: frozen objects that hold no container cannot be part of a reference cycle, so
+ * tracking them only makes every collection walk a large manifest again (CPython untracks
+ * tuples of atoms for the same reason). Without this, decoding 100k SSTs spends most of its
+ * time in young and old collections. */
+static inline PyObject *new_atomic_instance(SlotClass *sc)
+{
+    PyObject *o = sc->tp->tp_alloc(sc->tp, 0);
+    if (o != NULL && PyObject_GC_IsTracked(o))
+        PyObject_GC_UnTrack(o);
+    return o;
+}
+
+static inline void set_slot(PyObject *obj, SlotClass *sc, int i, PyObject *value)
+{
+    PyObject **p = (PyObject **)((char *)obj + sc->off[i]);
+    PyObject *old = *p;
+    *p = value;
+    Py_XDECREF(old);
+}
+
+/* A field of obj (new reference): the slot when obj is exactly of the class, else getattr. */
+static PyObject *get_field(PyObject *obj, SlotClass *sc, const char **names, int i)
+{
+    if (Py_TYPE(obj) == sc->tp) {
+        PyObject *v = *(PyObject **)((char *)obj + sc->off[i]);
+        if (v == NULL) {
+            PyErr_Format(PyExc_AttributeError, "%s has no value for %s", sc->tp->tp_name,
+                         names[i]);
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    return PyObject_GetAttrString(obj, names[i]);
+}
+
+/* ===================================================================== decoding */
+
+static inline uint64_t ld64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint32_t ld32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static inline unsigned ld16(const unsigned char *p) { return (unsigned)p[0] | ((unsigned)p[1] << 8); }
+
+typedef struct {
+    const unsigned char *d;
+    int64_t start, end;
+} Buf;
+
+typedef struct {
+    int64_t pos, vt, vt_len, obj_len;
+} Tbl;
+
+#define FAIL(msg) do { PyErr_SetString(PyExc_ValueError, msg); return -1; } while (0)
+
+static inline int check(const Buf *b, int64_t pos, int64_t size)
+{
+    if (pos < b->start || size < 0 || pos + size > b->end)
+        FAIL("out of bounds");
+    return 0;
+}
+
+/* flatbuf.Buffer.table_at */
+static int table_at(const Buf *b, int64_t pos, Tbl *t)
+{
+    if (check(b, pos, 4) < 0)
+        return -1;
+    int32_t so = (int32_t)ld32(b->d + pos);
+    int64_t vt = pos - (int64_t)so;
+    if (check(b, vt, 4) < 0)
+        return -1;
+    int64_t vt_len = ld16(b->d + vt), obj_len = ld16(b->d + vt + 2);
+    if (vt_len < 4 || (vt_len & 1))
+        FAIL("bad vtable length");
+    if (check(b, vt, vt_len) < 0)
+        return -1;
+    if (obj_len < 4)
+        FAIL("bad table size");
+    if (check(b, pos, obj_len) < 0)
+        return -1;
+    t->pos = pos;
+    t->vt = vt;
+    t->vt_len = vt_len;
+    t->obj_len = obj_len;
+    return 0;
+}
+
+/* flatbuf.Table.field_pos: 0 when absent, -1 on error. */
+static inline int64_t field_pos(const Buf *b, const Tbl *t, int slot, int64_t size)
+{
+    int64_t entry = 4 + 2 * slot;
+    if (entry >= t->vt_len)
+        return 0;
+    int64_t rel = ld16(b->d + t->vt + entry);
+    if (rel == 0)
+        return 0;
+    if (rel < 4 || rel + size > t->obj_len) {
+        PyErr_SetString(PyExc_ValueError, "field outside its table");
+        return -1;
+    }
+    return t->pos + rel;
+}
+
+static inline int rd_u64(const Buf *b, const Tbl *t, int slot, uint64_t *out)
+{
+    int64_t p = field_pos(b, t, slot, 8);
+    if (p < 0)
+        return -1;
+    *out = p ? ld64(b->d + p) : 0;
+    return 0;
+}
+
+static inline int rd_i8(const Buf *b, const Tbl *t, int slot, int *out)
+{
+    int64_t p = field_pos(b, t, slot, 1);
+    if (p < 0)
+        return -1;
+    *out = p ? (int)(signed char)b->d[p] : 0;
+    return 0;
+}
+
+/* flatbuf.Table._target: 0 when absent. */
+static inline int64_t target(const Buf *b, const Tbl *t, int slot)
+{
+    int64_t p = field_pos(b, t, slot, 4);
+    if (p <= 0)
+        return p;
+    int64_t tg = p + (int64_t)ld32(b->d + p);
+    if (check(b, tg, 4) < 0)
+        return -1;
+    return tg;
+}
+
+/* Sub-table: 1 present, 0 absent, -1 error. */
+static inline int sub_table(const Buf *b, const Tbl *t, int slot, Tbl *out)
+{
+    int64_t tg = target(b, t, slot);
+    if (tg <= 0)
+        return (int)tg;
+    if (table_at(b, tg, out) < 0)
+        return -1;
+    return 1;
+}
+
+/* Vector: 1 present (start, n), 0 absent, -1 error. */
+static inline int vector(const Buf *b, const Tbl *t, int slot, int64_t elem, int64_t *start,
+                         int64_t *n)
+{
+    int64_t tg = target(b, t, slot);
+    if (tg <= 0)
+        return (int)tg;
+    int64_t cnt = ld32(b->d + tg);
+    if (check(b, tg + 4, cnt * elem) < 0)
+        return -1;
+    *start = tg + 4;
+    *n = cnt;
+    return 1;
+}
+
+static PyObject *u128_from(uint64_t high, uint64_t low)
+{
+    if (high == 0)
+        return PyLong_FromUnsignedLongLong(low);
+    unsigned char le[16];
+    for (int i = 0; i < 8; i++) {
+        le[i] = (unsigned char)(low >> (8 * i));
+        le[8 + i] = (unsigned char)(high >> (8 * i));
+    }
+    return _PyLong_FromByteArray(le, 16, 1, 0);
+}
+
+/* Ulid table {high (0), low (1)} -> (high, low). */
+static int read_u128(const Buf *b, const Tbl *t, uint64_t *high, uint64_t *low)
+{
+    if (rd_u64(b, t, 0, high) < 0 || rd_u64(b, t, 1, low) < 0)
+        return -1;
+    return 0;
+}
+
+static int req_ulid(const Buf *b, const Tbl *t, int slot, uint64_t *high, uint64_t *low)
+{
+    Tbl u;
+    int r = sub_table(b, t, slot, &u);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        FAIL("required Ulid missing");
+    return read_u128(b, &u, high, low);
+}
+
+/* bytes_ of a [ubyte] slot: Py_None when absent (new ref), NULL on error. */
+static PyObject *read_bytes(const Buf *b, const Tbl *t, int slot)
+{
+    int64_t start = 0, n = 0;
+    int r = vector(b, t, slot, 1, &start, &n);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)b->d + start, (Py_ssize_t)n);
+}
+
+static PyObject *enum_member(PyObject *tuple, int value)
+{
+    if (value < 0 || value >= PyTuple_GET_SIZE(tuple)) {
+        PyErr_SetString(PyExc_ValueError, "unknown enum value");
+        return NULL;
+    }
+    PyObject *m = PyTuple_GET_ITEM(tuple, value);
+    Py_INCREF(m);
+    return m;
+}
+
+/* sst_info.read_sst_info */
+static PyObject *read_info(const Buf *b, const Tbl *t)
+{
+    int comp, type, ff;
+    uint64_t v[6];
+    static const int slots[6] = {1, 2, 3, 4, 8, 9};
+    static const int fields[6] = {INFO_INDEX_OFF, INFO_INDEX_LEN, INFO_FILTER_OFF,
+                                  INFO_FILTER_LEN, INFO_STATS_OFF, INFO_STATS_LEN};
+    if (rd_i8(b, t, 5, &comp) < 0 || rd_i8(b, t, 6, &type) < 0 || rd_i8(b, t, 10, &ff) < 0)
+        return NULL;
+    for (int i = 0; i < 6; i++)
+        if (rd_u64(b, t, slots[i], &v[i]) < 0)
+            return NULL;
+    PyObject *first = read_bytes(b, t, 0);
+    if (first == NULL)
+        return NULL;
+    PyObject *last = read_bytes(b, t, 7);
+    if (last == NULL) {
+        Py_DECREF(first);
+        return NULL;
+    }
+    PyObject *o = new_atomic_instance(&INFO);
+    if (o == NULL) {
+        Py_DECREF(first);
+        Py_DECREF(last);
+        return NULL;
+    }
+    set_slot(o, &INFO, INFO_FIRST, first);
+    set_slot(o, &INFO, INFO_LAST, last);
+    PyObject *e;
+    if ((e = enum_member(COMPRESSION, comp)) == NULL)
+        goto fail;
+    set_slot(o, &INFO, INFO_COMPRESSION, e);
+    if ((e = enum_member(SST_TYPE, type)) == NULL)
+        goto fail;
+    set_slot(o, &INFO, INFO_SST_TYPE, e);
+    if ((e = enum_member(FILTER_FORMAT, ff)) == NULL)
+        goto fail;
+    set_slot(o, &INFO, INFO_FILTER_FORMAT, e);
+    for (int i = 0; i < 6; i++) {
+        PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
+        if (x == NULL)
+            goto fail;
+        set_slot(o, &INFO, fields[i], x);
+    }
+    return o;
+fail:
+    Py_DECREF(o);
+    return NULL;
+}
+
+static int parse_buf(PyObject *data, Py_ssize_t start, Py_buffer *view, Buf *b)
+{
+    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (start < 0 || start > view->len) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "bad start");
+        return -1;
+    }
+    b->d = (const unsigned char *)view->buf;
+    b->start = start;
+    b->end = view->len;
+    return 0;
+}
+
+/* The i-th table of a vector of tables starting at `start`. */
+static inline int vec_table(const Buf *b, int64_t start, int64_t i, Tbl *t)
+{
+    int64_t at = start + 4 * i;
+    return table_at(b, at + (int64_t)ld32(b->d + at), t);
+}
+
+/* read_handles(data, start, vec_start, n) -> (tuple[SstHandle], dict[id, SstHandle]) */
+static PyObject *read_handles(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t start, vstart, n;
+    if (!PyArg_ParseTuple(args, "Onnn:read_handles", &data, &start, &vstart, &n))
+        return NULL;
+    if (check_configured() < 0)
+        return NULL;
+    Py_buffer view;
+    Buf b;
+    if (parse_buf(data, start, &view, &b) < 0)
+        return NULL;
+    PyObject *out = NULL, *known = NULL, *result = NULL;
+    if (check(&b, vstart, (int64_t)n * 4) < 0)
+        goto done;
+    out = PyTuple_New(n);
+    known = PyDict_New();
+    if (out == NULL || known == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Tbl t, it;
+        uint64_t hi, lo;
+        if (vec_table(&b, vstart, i, &t) < 0 || req_ulid(&b, &t, 0, &hi, &lo) < 0)
+            goto done;
+        int r = sub_table(&b, &t, 1, &it);
+        if (r < 0)
+            goto done;
+        if (r == 0) {
+            PyErr_SetString(PyExc_ValueError, "required info missing");
+            goto done;
+        }
+        int64_t fp = field_pos(&b, &t, 2, 2);
+        if (fp < 0)
+            goto done;
+        PyObject *info = read_info(&b, &it);
+        if (info == NULL)
+            goto done;
+        PyObject *h = new_atomic_instance(&HANDLE);
+        if (h == NULL) {
+            Py_DECREF(info);
+            goto done;
+        }
+        PyTuple_SET_ITEM(out, i, h);
+        set_slot(h, &HANDLE, H_INFO, info);
+        PyObject *id = u128_from(hi, lo);
+        if (id == NULL)
+            goto done;
+        set_slot(h, &HANDLE, H_ID, id);
+        PyObject *fv;
+        if (fp) {
+            fv = PyLong_FromUnsignedLong(ld16(b.d + fp));
+            if (fv == NULL)
+                goto done;
+        } else {
+            fv = Py_None;
+            Py_INCREF(fv);
+        }
+        set_slot(h, &HANDLE, H_FV, fv);
+        if (PyDict_SetItem(known, id, h) < 0)
+            goto done;
+    }
+    result = PyTuple_Pack(2, out, known);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(known);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* The physical-range part of manifest_parts.view_problem for a handle: 0 valid, -1 not. */
+static int handle_valid(PyObject *h)
+{
+    PyObject *info = get_field(h, &HANDLE, HANDLE_NAMES, H_INFO);
+    if (info == NULL)
+        return -1;
+    PyObject *first = get_field(info, &INFO, INFO_NAMES, INFO_FIRST);
+    PyObject *last = first ? get_field(info, &INFO, INFO_NAMES, INFO_LAST) : NULL;
+    Py_DECREF(info);
+    if (last == NULL) {
+        Py_XDECREF(first);
+        return -1;
+    }
+    int ok = 0;
+    if (first == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "SST without first_entry");
+        ok = -1;
+    } else if (last != Py_None) {
+        if (!PyBytes_Check(first) || !PyBytes_Check(last)) {
+            PyErr_SetString(PyExc_TypeError, "first_entry/last_entry are not bytes");
+            ok = -1;
+        } else {
+            Py_ssize_t lf = PyBytes_GET_SIZE(first), ll = PyBytes_GET_SIZE(last);
+            int c = memcmp(PyBytes_AS_STRING(first), PyBytes_AS_STRING(last), lf < ll ? lf : ll);
+            if (c > 0 || (c == 0 && lf > ll)) {
+                PyErr_SetString(PyExc_ValueError, "first_entry after last_entry");
+                ok = -1;
+            }
+        }
+    }
+    Py_DECREF(first);
+    Py_DECREF(last);
+    return ok;
+}
+
+/* One view. Views with a visible range go through view_cb(view_id, sst_id, range_pos), the
+ * reference decoder (it checks the range and the view as read_view does). */
+static PyObject *read_one_view(const Buf *b, const Tbl *t, PyObject *known, PyObject *view_cb)
+{
+    uint64_t shi, slo, vhi, vlo;
+    if (req_ulid(b, t, 1, &shi, &slo) < 0 || req_ulid(b, t, 0, &vhi, &vlo) < 0)
+        return NULL;
+    int64_t rng = target(b, t, 2);
+    if (rng < 0)
+        return NULL;
+    PyObject *sid = u128_from(shi, slo);
+    if (sid == NULL)
+        return NULL;
+    PyObject *vid;
+    if (vhi == shi && vlo == slo) {
+        vid = sid;
+        Py_INCREF(vid);
+    } else if ((vid = u128_from(vhi, vlo)) == NULL) {
+        Py_DECREF(sid);
+        return NULL;
+    }
+    if (rng) {
+        PyObject *r = PyObject_CallFunction(view_cb, "NNL", vid, sid, (long long)rng);
+        return r;
+    }
+    PyObject *h = PyDict_GetItemWithError(known, sid);
+    if (h == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "view references an unknown SST");
+        goto fail;
+    }
+    if (handle_valid(h) < 0)
+        goto fail;
+    PyObject *v = new_atomic_instance(&VIEW);
+    if (v == NULL)
+        goto fail;
+    set_slot(v, &VIEW, V_ID, vid);
+    set_slot(v, &VIEW, V_SST, sid);
+    Py_INCREF(Py_None);
+    set_slot(v, &VIEW, V_RANGE, Py_None);
+    return v;
+fail:
+    Py_DECREF(sid);
+    Py_DECREF(vid);
+    return NULL;
+}
+
+static PyObject *views_of(const Buf *b, int64_t vstart, int64_t n, PyObject *known,
+                          PyObject *view_cb)
+{
+    if (check(b, vstart, n * 4) < 0)
+        return NULL;
+    PyObject *out = PyTuple_New((Py_ssize_t)n);
+    if (out == NULL)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        Tbl t;
+        if (vec_table(b, vstart, i, &t) < 0)
+            goto fail;
+        PyObject *v = read_one_view(b, &t, known, view_cb);
+        if (v == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* read_views(data, start, vec_start, n, known, view_cb) -> tuple[SstView] */
+static PyObject *read_views(PyObject *self, PyObject *args)
+{
+    PyObject *data, *known, *cb;
+    Py_ssize_t start, vstart, n;
+    if (!PyArg_ParseTuple(args, "OnnnO!O:read_views", &data, &start, &vstart, &n, &PyDict_Type,
+                          &known, &cb))
+        return NULL;
+    if (check_configured() < 0)
+        return NULL;
+    Py_buffer view;
+    Buf b;
+    if (parse_buf(data, start, &view, &b) < 0)
+        return NULL;
+    PyObject *out = views_of(&b, vstart, n, known, cb);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* read_runs(data, start, vec_start, n, known, view_cb) -> tuple[SortedRun] */
+static PyObject *read_runs(PyObject *self, PyObject *args)
+{
+    PyObject *data, *known, *cb;
+    Py_ssize_t start, vstart, n;
+    if (!PyArg_ParseTuple(args, "OnnnO!O:read_runs", &data, &start, &vstart, &n, &PyDict_Type,
+                          &known, &cb))
+        return NULL;
+    if (check_configured() < 0)
+        return NULL;
+    Py_buffer view;
+    Buf b;
+    if (parse_buf(data, start, &view, &b) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (check(&b, vstart, (int64_t)n * 4) < 0)
+        goto done;
+    out = PyTuple_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Tbl t;
+        int64_t s = 0, cnt = 0;
+        if (vec_table(&b, vstart, i, &t) < 0)
+            goto fail;
+        int64_t p = field_pos(&b, &t, 0, 4);
+        if (p < 0)
+            goto fail;
+        int r = vector(&b, &t, 1, 4, &s, &cnt);
+        if (r < 0)
+            goto fail;
+        if (r == 0) {
+            PyErr_SetString(PyExc_ValueError, "required ssts missing");
+            goto fail;
+        }
+        PyObject *views = views_of(&b, s, cnt, known, cb);
+        if (views == NULL)
+            goto fail;
+        PyObject *run = new_instance(&RUN);
+        if (run == NULL) {
+            Py_DECREF(views);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(out, i, run);
+        set_slot(run, &RUN, R_VIEWS, views);
+        PyObject *id = PyLong_FromUnsignedLong(p ? ld32(b.d + p) : 0);
+        if (id == NULL)
+            goto fail;
+        set_slot(run, &RUN, R_ID, id);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* read_ulids(data, start, vec_start, n) -> tuple[int]: a vector of Ulid tables (the
+ * sst_ids of an external database, which list every SST a clone inherited). */
+static PyObject *read_ulids(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t start, vstart, n;
+    if (!PyArg_ParseTuple(args, "Onnn:read_ulids", &data, &start, &vstart, &n))
+        return NULL;
+    Py_buffer view;
+    Buf b;
+    if (parse_buf(data, start, &view, &b) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (check(&b, vstart, (int64_t)n * 4) < 0)
+        goto done;
+    out = PyTuple_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Tbl t;
+        uint64_t hi, lo;
+        if (vec_table(&b, vstart, i, &t) < 0 || read_u128(&b, &t, &hi, &lo) < 0)
+            goto fail;
+        PyObject *id = u128_from(hi, lo);
+        if (id == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(out, i, id);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* ===================================================================== encoding */
+
+/* A port of the flatbuffers Python Builder, as slatelib.format.flatbuf drives it. */
+typedef struct {
+    unsigned char *buf;
+    int64_t cap, head;
+    int minalign;
+    int64_t object_end;
+    int nfields;
+    int64_t vt[32];
+    /* vtable dedup: open addressing over the offsets of written vtables */
+    int64_t *vts;
+    int64_t vts_cap, vts_n;
+} Builder;
+
+#define OFFSET(bd) ((bd)->cap - (bd)->head)
+
+static int bd_init(Builder *bd, int64_t cap)
+{
+    memset(bd, 0, sizeof(*bd));
+    bd->buf = PyMem_Malloc((size_t)cap);
+    bd->vts_cap = 256;
+    bd->vts = PyMem_Calloc((size_t)bd->vts_cap, sizeof(int64_t));
+    if (bd->buf == NULL || bd->vts == NULL) {
+        PyMem_Free(bd->buf);
+        PyMem_Free(bd->vts);
+        PyErr_NoMemory();
+        return -1;
+    }
+    bd->cap = cap;
+    bd->head = cap;
+    bd->minalign = 1;
+    return 0;
+}
+
+static void bd_free(Builder *bd)
+{
+    PyMem_Free(bd->buf);
+    PyMem_Free(bd->vts);
+}
+
+static int bd_grow(Builder *bd, int64_t needed)
+{
+    int64_t cap = bd->cap, used = OFFSET(bd);
+    while (cap - used < needed + 0 || cap < 1) {
+        if (cap >= ((int64_t)1 << 31)) {
+            PyErr_SetString(PyExc_ValueError, "flatbuffers: cannot grow buffer beyond 2 gigabytes");
+            return -1;
+        }
+        cap *= 2;
+    }
+    unsigned char *nb = PyMem_Malloc((size_t)cap);
+    if (nb == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(nb + cap - used, bd->buf + bd->head, (size_t)used);
+    PyMem_Free(bd->buf);
+    bd->buf = nb;
+    bd->head = cap - used;
+    bd->cap = cap;
+    return 0;
+}
+
+/* Builder.Prep */
+static inline int bd_prep(Builder *bd, int size, int64_t additional)
+{
+    if (size > bd->minalign)
+        bd->minalign = size;
+    int64_t align = (-(OFFSET(bd) + additional)) & (size - 1);
+    int64_t needed = align + size + additional;
+    if (bd->head < needed && bd_grow(bd, needed) < 0)
+        return -1;
+    if (align > 0) {
+        bd->head -= align;
+        memset(bd->buf + bd->head, 0, (size_t)align);
+    }
+    return 0;
+}
+
+static inline void place(Builder *bd, uint64_t v, int width)
+{
+    bd->head -= width;
+    for (int i = 0; i < width; i++)
+        bd->buf[bd->head + i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline int prepend(Builder *bd, uint64_t v, int width)
+{
+    if (bd_prep(bd, width, 0) < 0)
+        return -1;
+    place(bd, v, width);
+    return 0;
+}
+
+/* Builder.PrependUOffsetTRelative */
+static inline int prepend_uoffset(Builder *bd, int64_t off)
+{
+    if (bd_prep(bd, 4, 0) < 0)
+        return -1;
+    if (off > OFFSET(bd)) {
+        PyErr_SetString(PyExc_ValueError, "flatbuffers: Offset arithmetic error.");
+        return -1;
+    }
+    place(bd, (uint64_t)(OFFSET(bd) - off + 4), 4);
+    return 0;
+}
+
+static inline void start_object(Builder *bd, int n)
+{
+    bd->nfields = n;
+    memset(bd->vt, 0, sizeof(bd->vt[0]) * (size_t)n);
+    bd->object_end = OFFSET(bd);
+}
+
+static inline void slot(Builder *bd, int i) { bd->vt[i] = OFFSET(bd); }
+
+/* Prepend<Scalar>Slot with a default (has_default=0: default None, always written). */
+static inline int scalar_slot(Builder *bd, int s, uint64_t v, int width, int has_default,
+                              uint64_t dflt)
+{
+    if (has_default && v == dflt)
+        return 0;
+    if (prepend(bd, v, width) < 0)
+        return -1;
+    slot(bd, s);
+    return 0;
+}
+
+static inline int offset_slot(Builder *bd, int s, int64_t off)
+{
+    if (off == 0)
+        return 0;
+    if (prepend_uoffset(bd, off) < 0)
+        return -1;
+    slot(bd, s);
+    return 0;
+}
+
+static uint64_t vt_hash(const unsigned char *p, int64_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int vts_insert(Builder *bd, int64_t off, uint64_t h);
+
+static int vts_rehash(Builder *bd)
+{
+    int64_t old_cap = bd->vts_cap, *old = bd->vts;
+    bd->vts_cap = old_cap * 2;
+    bd->vts = PyMem_Calloc((size_t)bd->vts_cap, sizeof(int64_t));
+    if (bd->vts == NULL) {
+        bd->vts = old;
+        bd->vts_cap = old_cap;
+        PyErr_NoMemory();
+        return -1;
+    }
+    bd->vts_n = 0;
+    for (int64_t i = 0; i < old_cap; i++) {
+        if (old[i]) {
+            const unsigned char *p = bd->buf + bd->cap - old[i];
+            vts_insert(bd, old[i], vt_hash(p, ld16(p)));
+        }
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+static int vts_insert(Builder *bd, int64_t off, uint64_t h)
+{
+    int64_t mask = bd->vts_cap - 1, i = (int64_t)(h & (uint64_t)mask);
+    while (bd->vts[i])
+        i = (i + 1) & mask;
+    bd->vts[i] = off;
+    bd->vts_n++;
+    if (bd->vts_n * 2 > bd->vts_cap)
+        return vts_rehash(bd);
+    return 0;
+}
+
+/* Builder.EndObject / WriteVtable: returns the object's offset, or -1. */
+static int64_t end_object(Builder *bd)
+{
+    if (bd_prep(bd, 4, 0) < 0)
+        return -1;
+    place(bd, 4, 4); /* PrependSOffsetTRelative(0): overwritten below */
+    int64_t obj = OFFSET(bd);
+    int k = bd->nfields;
+    while (k > 0 && bd->vt[k - 1] == 0)
+        k--;
+    unsigned char key[2 * 34];
+    int64_t vbytes = 2 * ((int64_t)k + 2);
+    int64_t size = obj - bd->object_end;
+    key[0] = (unsigned char)(vbytes & 0xFF);
+    key[1] = (unsigned char)(vbytes >> 8);
+    key[2] = (unsigned char)(size & 0xFF);
+    key[3] = (unsigned char)(size >> 8);
+    for (int i = 0; i < k; i++) {
+        int64_t e = bd->vt[i] ? obj - bd->vt[i] : 0;
+        key[4 + 2 * i] = (unsigned char)(e & 0xFF);
+        key[5 + 2 * i] = (unsigned char)(e >> 8);
+    }
+    uint64_t h = vt_hash(key, vbytes);
+    int64_t mask = bd->vts_cap - 1, i = (int64_t)(h & (uint64_t)mask);
+    while (bd->vts[i]) {
+        const unsigned char *p = bd->buf + bd->cap - bd->vts[i];
+        if (p[0] == key[0] && p[1] == key[1] && memcmp(p, key, (size_t)vbytes) == 0) {
+            int32_t rel = (int32_t)(bd->vts[i] - obj);
+            unsigned char *q = bd->buf + bd->cap - obj;
+            for (int j = 0; j < 4; j++)
+                q[j] = (unsigned char)((uint32_t)rel >> (8 * j));
+            return obj;
+        }
+        i = (i + 1) & mask;
+    }
+    for (int j = k - 1; j >= 0; j--) {
+        uint64_t e = bd->vt[j] ? (uint64_t)(obj - bd->vt[j]) : 0;
+        if (prepend(bd, e, 2) < 0)
+            return -1;
+    }
+    if (prepend(bd, (uint64_t)size, 2) < 0 || prepend(bd, (uint64_t)vbytes, 2) < 0)
+        return -1;
+    int32_t rel = (int32_t)(OFFSET(bd) - obj);
+    unsigned char *q = bd->buf + bd->cap - obj;
+    for (int j = 0; j < 4; j++)
+        q[j] = (unsigned char)((uint32_t)rel >> (8 * j));
+    if (vts_insert(bd, OFFSET(bd), h) < 0)
+        return -1;
+    return obj;
+}
+
+/* StartVector(elem, n, align) */
+static inline int start_vector(Builder *bd, int elem, int64_t n, int align)
+{
+    if (bd_prep(bd, 4, elem * n) < 0 || bd_prep(bd, align, elem * n) < 0)
+        return -1;
+    return 0;
+}
+
+static inline int64_t end_vector(Builder *bd, int64_t n)
+{
+    place(bd, (uint64_t)n, 4);
+    return OFFSET(bd);
+}
+
+static int64_t create_bytes(Builder *bd, const char *p, int64_t n, int nul)
+{
+    if (bd_prep(bd, 4, n + nul) < 0)
+        return -1;
+    if (nul)
+        place(bd, 0, 1);
+    bd->head -= n;
+    memcpy(bd->buf + bd->head, p, (size_t)n);
+    return end_vector(bd, n);
+}
+
+/* add_bytes(b, value): bytes(value) of a bytes-like object. */
+static int64_t add_bytes_obj(Builder *bd, PyObject *v)
+{
+    if (PyBytes_Check(v))
+        return create_bytes(bd, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), 0);
+    Py_buffer view;
+    if (PyObject_GetBuffer(v, &view, PyBUF_SIMPLE) < 0)
+        return -1;
+    int64_t r = create_bytes(bd, view.buf, view.len, 0);
+    PyBuffer_Release(&view);
+    return r;
+}
+
+static int64_t add_string_obj(Builder *bd, PyObject *v)
+{
+    if (!PyUnicode_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "expected str");
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(v, &n);
+    if (s == NULL)
+        return -1;
+    return create_bytes(bd, s, n, 1);
+}
+
+static int64_t add_offset_vector(Builder *bd, const int64_t *offs, int64_t n)
+{
+    if (start_vector(bd, 4, n, 4) < 0)
+        return -1;
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (prepend_uoffset(bd, offs[i]) < 0)
+            return -1;
+    return end_vector(bd, n);
+}
+
+/* ---- Python values -> C, with the reference's range checks (failure -> fallback) */
+
+static int as_u64(PyObject *v, uint64_t *out)
+{
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "expected int");
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int as_uint(PyObject *v, int bits, uint64_t *out)
+{
+    if (as_u64(v, out) < 0)
+        return -1;
+    if (bits < 64 && (*out >> bits) != 0) {
+        PyErr_SetString(PyExc_OverflowError, "value out of range");
+        return -1;
+    }
+    return 0;
+}
+
+static int as_u128(PyObject *v, uint64_t *high, uint64_t *low)
+{
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "expected int");
+        return -1;
+    }
+    unsigned char le[16];
+    if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
+        return -1;
+    *low = ld64(le);
+    *high = ld64(le + 8);
+    return 0;
+}
+
+static int attr_u(PyObject *obj, const char *name, int bits, uint64_t *out)
+{
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = as_uint(v, bits, out);
+    Py_DECREF(v);
+    return r;
+}
+
+static int64_t add_u128(Builder *bd, uint64_t high, uint64_t low)
+{
+    start_object(bd, 2);
+    if (scalar_slot(bd, 1, low, 8, 1, 0) < 0 || scalar_slot(bd, 0, high, 8, 1, 0) < 0)
+        return -1;
+    return end_object(bd);
+}
+
+static int64_t add_ulid_obj(Builder *bd, PyObject *v)
+{
+    uint64_t hi, lo;
+    if (as_u128(v, &hi, &lo) < 0)
+        return -1;
+    return add_u128(bd, hi, lo);
+}
+
+static int64_t add_uuid_obj(Builder *bd, PyObject *u)
+{
+    PyObject *v = PyObject_GetAttrString(u, "int");
+    if (v == NULL)
+        return -1;
+    int64_t r = add_ulid_obj(bd, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* sst_info.add_sst_info */
+static int64_t add_info(Builder *bd, PyObject *info)
+{
+    static const int order[6] = {INFO_STATS_LEN, INFO_STATS_OFF, INFO_FILTER_LEN,
+                                 INFO_FILTER_OFF, INFO_INDEX_LEN, INFO_INDEX_OFF};
+    static const int slots[6] = {9, 8, 4, 3, 2, 1};
+    static const int enum_f[3] = {INFO_FILTER_FORMAT, INFO_SST_TYPE, INFO_COMPRESSION};
+    static const int enum_s[3] = {10, 6, 5};
+    uint64_t vals[6], ev[3];
+    for (int i = 0; i < 6; i++) {
+        PyObject *v = get_field(info, &INFO, INFO_NAMES, order[i]);
+        if (v == NULL)
+            return -1;
+        int r = as_uint(v, 64, &vals[i]);
+        Py_DECREF(v);
+        if (r < 0)
+            return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = get_field(info, &INFO, INFO_NAMES, enum_f[i]);
+        if (v == NULL)
+            return -1;
+        PyObject *tuple = i == 0 ? FILTER_FORMAT : i == 1 ? SST_TYPE : COMPRESSION;
+        int r = as_u64(v, &ev[i]);
+        Py_DECREF(v);
+        if (r < 0)
+            return -1;
+        if (ev[i] >= (uint64_t)PyTuple_GET_SIZE(tuple)) {
+            PyErr_SetString(PyExc_ValueError, "invalid enum value");
+            return -1;
+        }
+    }
+    int64_t first = 0, last = 0;
+    PyObject *f = get_field(info, &INFO, INFO_NAMES, INFO_FIRST);
+    if (f == NULL)
+        return -1;
+    if (f != Py_None)
+        first = add_bytes_obj(bd, f);
+    Py_DECREF(f);
+    if (first < 0)
+        return -1;
+    PyObject *l = get_field(info, &INFO, INFO_NAMES, INFO_LAST);
+    if (l == NULL)
+        return -1;
+    if (l != Py_None)
+        last = add_bytes_obj(bd, l);
+    Py_DECREF(l);
+    if (last < 0)
+        return -1;
+    start_object(bd, 11);
+    for (int i = 0; i < 6; i++)
+        if (scalar_slot(bd, slots[i], vals[i], 8, 1, 0) < 0)
+            return -1;
+    if (offset_slot(bd, 7, last) < 0 || offset_slot(bd, 0, first) < 0)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (scalar_slot(bd, enum_s[i], ev[i] & 0xFF, 1, 1, 0) < 0)
+            return -1;
+    return end_object(bd);
+}
+
+/* manifest_parts.add_handle_v2 */
+static int64_t add_handle(Builder *bd, PyObject *h)
+{
+    PyObject *id = get_field(h, &HANDLE, HANDLE_NAMES, H_ID);
+    if (id == NULL)
+        return -1;
+    int64_t sid = add_ulid_obj(bd, id);
+    Py_DECREF(id);
+    if (sid < 0)
+        return -1;
+    PyObject *info = get_field(h, &HANDLE, HANDLE_NAMES, H_INFO);
+    if (info == NULL)
+        return -1;
+    int64_t inf = add_info(bd, info);
+    Py_DECREF(info);
+    if (inf < 0)
+        return -1;
+    PyObject *fv = get_field(h, &HANDLE, HANDLE_NAMES, H_FV);
+    if (fv == NULL)
+        return -1;
+    uint64_t v = 0;
+    int has = fv != Py_None;
+    int r = has ? as_uint(fv, 16, &v) : 0;
+    Py_DECREF(fv);
+    if (r < 0)
+        return -1;
+    start_object(bd, 3);
+    if (offset_slot(bd, 1, inf) < 0 || offset_slot(bd, 0, sid) < 0)
+        return -1;
+    if (has && scalar_slot(bd, 2, v, 2, 0, 0) < 0)
+        return -1;
+    return end_object(bd);
+}
+
+/* Sequences are walked with PySequence_Fast (tuples and lists as the reference accepts). */
+typedef int64_t (*add_fn)(Builder *, PyObject *, void *);
+
+static int64_t add_vector_of(Builder *bd, PyObject *seq, add_fn fn, void *ctx)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int64_t *offs = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int64_t r = -1;
+    if (offs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        offs[i] = fn(bd, PySequence_Fast_GET_ITEM(fast, i), ctx);
+        if (offs[i] < 0)
+            goto done;
+    }
+    r = add_offset_vector(bd, offs, n);
+done:
+    PyMem_Free(offs);
+    Py_DECREF(fast);
+    return r;
+}
+
+static int64_t add_handle_cb(Builder *bd, PyObject *h, void *ctx) { return add_handle(bd, h); }
+
+/* shared_tables.add_bound */
+static int64_t add_bound(Builder *bd, PyObject *bound)
+{
+    PyObject *kind = PyObject_GetAttrString(bound, "kind");
+    if (kind == NULL)
+        return -1;
+    uint64_t k;
+    int r = as_u64(kind, &k);
+    Py_DECREF(kind);
+    if (r < 0)
+        return -1;
+    PyObject *key = PyObject_GetAttrString(bound, "key");
+    if (key == NULL)
+        return -1;
+    int64_t koff = 0;
+    if (k == 1) {
+        if (key != Py_None) {
+            Py_DECREF(key);
+            PyErr_SetString(PyExc_ValueError, "an unbounded bound has no key");
+            return -1;
+        }
+    } else if ((k == 2 || k == 3) && key != Py_None) {
+        koff = add_bytes_obj(bd, key);
+    } else {
+        Py_DECREF(key);
+        PyErr_SetString(PyExc_ValueError, "cannot encode bound");
+        return -1;
+    }
+    Py_DECREF(key);
+    if (koff < 0)
+        return -1;
+    start_object(bd, 2);
+    if (offset_slot(bd, 0, koff) < 0 || scalar_slot(bd, 1, k, 1, 1, 0) < 0)
+        return -1;
+    return end_object(bd);
+}
+
+/* shared_tables.add_range (non-emptiness is checked by the view_problem callback) */
+static int64_t add_range(Builder *bd, PyObject *rng)
+{
+    PyObject *s = PyObject_GetAttrString(rng, "start");
+    if (s == NULL)
+        return -1;
+    int64_t so = add_bound(bd, s);
+    Py_DECREF(s);
+    if (so < 0)
+        return -1;
+    PyObject *e = PyObject_GetAttrString(rng, "end");
+    if (e == NULL)
+        return -1;
+    int64_t eo = add_bound(bd, e);
+    Py_DECREF(e);
+    if (eo < 0)
+        return -1;
+    start_object(bd, 2);
+    if (offset_slot(bd, 1, eo) < 0 || offset_slot(bd, 0, so) < 0)
+        return -1;
+    return end_object(bd);
+}
+
+typedef struct {
+    PyObject *known;      /* Mapping id -> handle (manifest.sst_map) */
+    PyObject *problem_cb; /* view_problem(view, known) -> str | None */
+} ViewCtx;
+
+/* manifest_parts.add_view, after _check_views' view_problem check */
+static int64_t add_view(Builder *bd, PyObject *v, void *vctx)
+{
+    ViewCtx *ctx = vctx;
+    PyObject *sid = get_field(v, &VIEW, VIEW_NAMES, V_SST);
+    if (sid == NULL)
+        return -1;
+    PyObject *rng = get_field(v, &VIEW, VIEW_NAMES, V_RANGE);
+    if (rng == NULL) {
+        Py_DECREF(sid);
+        return -1;
+    }
+    int64_t r = -1, so, ro = 0;
+    if (rng == Py_None && Py_TYPE(v) == VIEW.tp && PyDict_CheckExact(ctx->known)) {
+        PyObject *h = PyDict_GetItemWithError(ctx->known, sid);
+        if (h == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "view references an unknown SST");
+            goto done;
+        }
+        if (handle_valid(h) < 0)
+            goto done;
+    } else {
+        PyObject *p = PyObject_CallFunctionObjArgs(ctx->problem_cb, v, ctx->known, NULL);
+        if (p == NULL)
+            goto done;
+        int bad = p != Py_None;
+        Py_DECREF(p);
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "invalid view");
+            goto done;
+        }
+    }
+    if ((so = add_ulid_obj(bd, sid)) < 0)
+        goto done;
+    if (rng != Py_None && (ro = add_range(bd, rng)) < 0)
+        goto done;
+    PyObject *vid = get_field(v, &VIEW, VIEW_NAMES, V_ID);
+    if (vid == NULL)
+        goto done;
+    int64_t vo = add_ulid_obj(bd, vid);
+    Py_DECREF(vid);
+    if (vo < 0)
+        goto done;
+    start_object(bd, 3);
+    if (offset_slot(bd, 2, ro) < 0 || offset_slot(bd, 1, so) < 0 || offset_slot(bd, 0, vo) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_DECREF(sid);
+    Py_DECREF(rng);
+    return r;
+}
+
+static int64_t add_run(Builder *bd, PyObject *run, void *ctx)
+{
+    PyObject *views = get_field(run, &RUN, RUN_NAMES, R_VIEWS);
+    if (views == NULL)
+        return -1;
+    int64_t vo = add_vector_of(bd, views, add_view, ctx);
+    Py_DECREF(views);
+    if (vo < 0)
+        return -1;
+    PyObject *id = get_field(run, &RUN, RUN_NAMES, R_ID);
+    if (id == NULL)
+        return -1;
+    uint64_t rid;
+    int r = as_uint(id, 32, &rid);
+    Py_DECREF(id);
+    if (r < 0)
+        return -1;
+    start_object(bd, 2);
+    if (offset_slot(bd, 1, vo) < 0 || scalar_slot(bd, 0, rid, 4, 1, 0) < 0)
+        return -1;
+    return end_object(bd);
+}
+
+/* manifest_codec._add_tree: (l0 vector, last id or 0, runs vector) */
+static int add_tree(Builder *bd, PyObject *l0, PyObject *last, PyObject *runs, ViewCtx *ctx,
+                    int64_t out[3])
+{
+    if ((out[0] = add_vector_of(bd, l0, add_view, ctx)) < 0)
+        return -1;
+    out[1] = 0;
+    if (last != Py_None && (out[1] = add_ulid_obj(bd, last)) < 0)
+        return -1;
+    if ((out[2] = add_vector_of(bd, runs, add_run, ctx)) < 0)
+        return -1;
+    return 0;
+}
+
+static int64_t add_segment(Builder *bd, PyObject *s, void *ctx)
+{
+    int64_t r = -1, tree[3], prefix;
+    PyObject *p = PyObject_GetAttrString(s, "prefix");
+    PyObject *l0 = PyObject_GetAttrString(s, "l0");
+    PyObject *last = PyObject_GetAttrString(s, "last_compacted_l0_sst_view_id");
+    PyObject *runs = PyObject_GetAttrString(s, "compacted");
+    if (p == NULL || l0 == NULL || last == NULL || runs == NULL)
+        goto done;
+    if ((prefix = add_bytes_obj(bd, p)) < 0 || add_tree(bd, l0, last, runs, ctx, tree) < 0)
+        goto done;
+    start_object(bd, 4);
+    if (offset_slot(bd, 3, tree[2]) < 0 || offset_slot(bd, 2, tree[0]) < 0 ||
+        offset_slot(bd, 1, tree[1]) < 0 || offset_slot(bd, 0, prefix) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(p);
+    Py_XDECREF(l0);
+    Py_XDECREF(last);
+    Py_XDECREF(runs);
+    return r;
+}
+
+/* manifest_parts.add_checkpoint */
+static int64_t add_checkpoint(Builder *bd, PyObject *c, void *ctx)
+{
+    int64_t r = -1, cid, name = 0, meta = 0;
+    uint64_t expire = 0, create, mid, we = 0;
+    PyObject *exp = PyObject_GetAttrString(c, "expire_time_s");
+    PyObject *id = PyObject_GetAttrString(c, "id");
+    PyObject *nm = PyObject_GetAttrString(c, "name");
+    PyObject *wep = PyObject_GetAttrString(c, "writer_epoch");
+    if (exp == NULL || id == NULL || nm == NULL || wep == NULL)
+        goto done;
+    if (exp != Py_None) {
+        if (as_u64(exp, &expire) < 0)
+            goto done;
+        if (expire == 0 || expire > 0xFFFFFFFFULL) {
+            PyErr_SetString(PyExc_ValueError, "checkpoint expire time out of range");
+            goto done;
+        }
+    }
+    if (attr_u(c, "create_time_s", 32, &create) < 0 || attr_u(c, "manifest_id", 64, &mid) < 0)
+        goto done;
+    if ((cid = add_uuid_obj(bd, id)) < 0)
+        goto done;
+    if (nm != Py_None && (name = add_string_obj(bd, nm)) < 0)
+        goto done;
+    if (wep != Py_None) {
+        if (as_u64(wep, &we) < 0)
+            goto done;
+        start_object(bd, 1);
+        if (scalar_slot(bd, 0, we, 8, 1, 0) < 0 || (meta = end_object(bd)) < 0)
+            goto done;
+    }
+    start_object(bd, 7);
+    if (scalar_slot(bd, 1, mid, 8, 1, 0) < 0 || offset_slot(bd, 6, name) < 0 ||
+        offset_slot(bd, 5, meta) < 0 || scalar_slot(bd, 3, create, 4, 1, 0) < 0 ||
+        scalar_slot(bd, 2, expire, 4, 1, 0) < 0 || offset_slot(bd, 0, cid) < 0 ||
+        scalar_slot(bd, 4, meta ? 1 : 0, 1, 1, 0) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(exp);
+    Py_XDECREF(id);
+    Py_XDECREF(nm);
+    Py_XDECREF(wep);
+    return r;
+}
+
+static int64_t add_ulid_cb(Builder *bd, PyObject *v, void *ctx) { return add_ulid_obj(bd, v); }
+
+/* manifest_parts.add_external_dbs (one entry) */
+static int64_t add_external(Builder *bd, PyObject *db, void *ctx)
+{
+    int64_t r = -1, path, src, fin = 0, ids;
+    PyObject *p = PyObject_GetAttrString(db, "path");
+    PyObject *s = PyObject_GetAttrString(db, "source_checkpoint_id");
+    PyObject *f = PyObject_GetAttrString(db, "final_checkpoint_id");
+    PyObject *i = PyObject_GetAttrString(db, "sst_ids");
+    if (p == NULL || s == NULL || f == NULL || i == NULL)
+        goto done;
+    if ((path = add_string_obj(bd, p)) < 0 || (src = add_uuid_obj(bd, s)) < 0)
+        goto done;
+    if (f != Py_None && (fin = add_uuid_obj(bd, f)) < 0)
+        goto done;
+    if ((ids = add_vector_of(bd, i, add_ulid_cb, NULL)) < 0)
+        goto done;
+    start_object(bd, 4);
+    if (offset_slot(bd, 3, ids) < 0 || offset_slot(bd, 2, fin) < 0 ||
+        offset_slot(bd, 1, src) < 0 || offset_slot(bd, 0, path) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(p);
+    Py_XDECREF(s);
+    Py_XDECREF(f);
+    Py_XDECREF(i);
+    return r;
+}
+
+static const char *SCALARS[] = {"writer_epoch", "compactor_epoch", "replay_after_wal_id",
+                                "wal_id_last_seen", "last_l0_seq", "recent_snapshot_min_seq",
+                                "manifest_id_field"};
+
+/* ============================================================ tree snapshot (reuse)
+ *
+ * Most manifest updates leave the SST list and the tree alone (a checkpoint, a reader's
+ * checkpoint refresh, a writer's epoch or WAL position). The encoder writes ssts, l0, the
+ * last compacted view id and the sorted runs first, so the bytes of that section, at the end
+ * of the buffer, depend on nothing else: after encoding them we keep the builder's state
+ * (the bytes, minalign, the vtable table) with the very tuples they came from. The next
+ * encode of a manifest holding the *same* tuple objects (frozen, so unchanged) resumes from
+ * that state, and a decode of a buffer whose end is byte-identical to that section, with
+ * the root pointing at the same places, returns those tuples. Only canonical trees are kept
+ * (exact types, no visible ranges: what the decoder itself would build from the bytes),
+ * and only large ones. One snapshot, replaced as a whole while holding the GIL. */
+
+typedef struct {
+    PyObject *ssts, *l0, *runs, *last, *known;
+    unsigned char *tail;
+    int64_t tail_len;
+    int minalign;
+    int64_t *vts;
+    int64_t vts_cap, vts_n;
+    int64_t off[3];  /* end-relative offsets of the ssts, l0 and runs vectors */
+    int64_t last_off; /* of the last compacted Ulid table, 0 when absent */
+} Snap;
+
+static Snap SNAP;
+#define SNAP_MIN_SSTS 1024
+
+static void snap_release(Snap *sn)
+{
+    Py_XDECREF(sn->ssts);
+    Py_XDECREF(sn->l0);
+    Py_XDECREF(sn->runs);
+    Py_XDECREF(sn->last);
+    Py_XDECREF(sn->known);
+    PyMem_Free(sn->tail);
+    PyMem_Free(sn->vts);
+}
+
+static int is_member(PyObject *tuple, PyObject *v)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++)
+        if (PyTuple_GET_ITEM(tuple, i) == v)
+            return 1;
+    return 0;
+}
+
+#define SLOTV(obj, sc, i) (*(PyObject **)((char *)(obj) + (sc).off[i]))
+
+static int canonical_views(PyObject *views)
+{
+    if (!PyTuple_CheckExact(views))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(views); i++) {
+        PyObject *v = PyTuple_GET_ITEM(views, i);
+        if (Py_TYPE(v) != VIEW.tp)
+            return 0;
+        PyObject *id = SLOTV(v, VIEW, V_ID), *sid = SLOTV(v, VIEW, V_SST);
+        if (id == NULL || sid == NULL || !PyLong_CheckExact(id) || !PyLong_CheckExact(sid) ||
+            SLOTV(v, VIEW, V_RANGE) != Py_None)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether decoding the encoded tree gives back exactly these objects' types and values. */
+static int canonical_tree(PyObject *ssts, PyObject *l0, PyObject *last, PyObject *runs)
+{
+    static const int ints[6] = {INFO_INDEX_OFF, INFO_INDEX_LEN, INFO_FILTER_OFF,
+                                INFO_FILTER_LEN, INFO_STATS_OFF, INFO_STATS_LEN};
+    if (!PyTuple_CheckExact(ssts) || !PyTuple_CheckExact(runs) || !canonical_views(l0))
+        return 0;
+    if (last != Py_None && !PyLong_CheckExact(last))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ssts); i++) {
+        PyObject *h = PyTuple_GET_ITEM(ssts, i);
+        if (Py_TYPE(h) != HANDLE.tp)
+            return 0;
+        PyObject *id = SLOTV(h, HANDLE, H_ID), *info = SLOTV(h, HANDLE, H_INFO),
+                 *fv = SLOTV(h, HANDLE, H_FV);
+        if (id == NULL || !PyLong_CheckExact(id) || info == NULL || Py_TYPE(info) != INFO.tp ||
+            fv == NULL || (fv != Py_None && !PyLong_CheckExact(fv)))
+            return 0;
+        PyObject *f = SLOTV(info, INFO, INFO_FIRST), *l = SLOTV(info, INFO, INFO_LAST);
+        if (f == NULL || l == NULL || (f != Py_None && !PyBytes_CheckExact(f)) ||
+            (l != Py_None && !PyBytes_CheckExact(l)))
+            return 0;
+        for (int k = 0; k < 6; k++) {
+            PyObject *x = SLOTV(info, INFO, ints[k]);
+            if (x == NULL || !PyLong_CheckExact(x))
+                return 0;
+        }
+        PyObject *c = SLOTV(info, INFO, INFO_COMPRESSION), *t = SLOTV(info, INFO, INFO_SST_TYPE),
+                 *ff = SLOTV(info, INFO, INFO_FILTER_FORMAT);
+        if (c == NULL || t == NULL || ff == NULL || !is_member(COMPRESSION, c) ||
+            !is_member(SST_TYPE, t) || !is_member(FILTER_FORMAT, ff))
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(runs); i++) {
+        PyObject *r = PyTuple_GET_ITEM(runs, i);
+        if (Py_TYPE(r) != RUN.tp)
+            return 0;
+        PyObject *id = SLOTV(r, RUN, R_ID), *views = SLOTV(r, RUN, R_VIEWS);
+        if (id == NULL || !PyLong_CheckExact(id) || views == NULL || !canonical_views(views))
+            return 0;
+    }
+    return 1;
+}
+
+/* Keep the builder's state after the tree section (best effort: no error on failure). */
+static void snap_save(const Builder *bd, PyObject *ssts, PyObject *l0, PyObject *last,
+                      PyObject *runs, PyObject *known, const int64_t off[3], int64_t last_off)
+{
+    if (PyTuple_GET_SIZE(ssts) < SNAP_MIN_SSTS || !PyDict_CheckExact(known) ||
+        !canonical_tree(ssts, l0, last, runs))
+        return;
+    Snap sn;
+    memset(&sn, 0, sizeof(sn));
+    sn.tail_len = OFFSET(bd);
+    sn.tail = PyMem_Malloc((size_t)sn.tail_len);
+    sn.vts = PyMem_Malloc(sizeof(int64_t) * (size_t)bd->vts_cap);
+    if (sn.tail == NULL || sn.vts == NULL) {
+        PyMem_Free(sn.tail);
+        PyMem_Free(sn.vts);
+        return;
+    }
+    memcpy(sn.tail, bd->buf + bd->head, (size_t)sn.tail_len);
+    memcpy(sn.vts, bd->vts, sizeof(int64_t) * (size_t)bd->vts_cap);
+    sn.vts_cap = bd->vts_cap;
+    sn.vts_n = bd->vts_n;
+    sn.minalign = bd->minalign;
+    memcpy(sn.off, off, sizeof(sn.off));
+    sn.last_off = last_off;
+    Py_INCREF(ssts);
+    Py_INCREF(l0);
+    Py_INCREF(last);
+    Py_INCREF(runs);
+    Py_INCREF(known);
+    sn.ssts = ssts;
+    sn.l0 = l0;
+    sn.last = last;
+    sn.runs = runs;
+    sn.known = known;
+    Snap old = SNAP;
+    SNAP = sn; /* swapped before any object is released (releasing may run Python code) */
+    snap_release(&old);
+}
+
+/* Resume a builder from the snapshot when the manifest holds its very tuples: 1 yes,
+ * 0 no, -1 error. */
+static int snap_restore(Builder *bd, PyObject *ssts, PyObject *l0, PyObject *last,
+                        PyObject *runs, int64_t off[3], int64_t *last_off)
+{
+    if (SNAP.tail == NULL || SNAP.ssts != ssts || SNAP.l0 != l0 || SNAP.runs != runs)
+        return 0;
+    if (SNAP.last != last) {
+        if (last == Py_None || SNAP.last == Py_None || !PyLong_CheckExact(last))
+            return 0;
+        int eq = PyObject_RichCompareBool(SNAP.last, last, Py_EQ);
+        if (eq <= 0)
+            return eq;
+    }
+    if (bd->cap < SNAP.tail_len + 1024) {
+        unsigned char *nb = PyMem_Malloc((size_t)(SNAP.tail_len * 2 + 1024));
+        if (nb == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        PyMem_Free(bd->buf);
+        bd->buf = nb;
+        bd->cap = SNAP.tail_len * 2 + 1024;
+    }
+    int64_t *vts = PyMem_Malloc(sizeof(int64_t) * (size_t)SNAP.vts_cap);
+    if (vts == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(vts, SNAP.vts, sizeof(int64_t) * (size_t)SNAP.vts_cap);
+    PyMem_Free(bd->vts);
+    bd->vts = vts;
+    bd->vts_cap = SNAP.vts_cap;
+    bd->vts_n = SNAP.vts_n;
+    bd->head = bd->cap - SNAP.tail_len;
+    memcpy(bd->buf + bd->head, SNAP.tail, (size_t)SNAP.tail_len);
+    bd->minalign = SNAP.minalign;
+    memcpy(off, SNAP.off, sizeof(SNAP.off));
+    *last_off = SNAP.last_off;
+    return 1;
+}
+
+/* reuse_tree(data, ssts_pos, l0_pos, runs_pos, last_pos) -> (ssts, l0, compacted, last,
+ * known) or None: the snapshot's objects when ``data`` ends with its bytes and the root
+ * points at them (positions are absolute in ``data``; last_pos 0 when absent). */
+static PyObject *reuse_tree(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t pos[3], last_pos;
+    if (!PyArg_ParseTuple(args, "Onnnn:reuse_tree", &data, &pos[0], &pos[1], &pos[2],
+                          &last_pos))
+        return NULL;
+    if (SNAP.tail == NULL)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int64_t len = view.len;
+    int ok = SNAP.tail_len + 2 <= len;
+    for (int i = 0; ok && i < 3; i++)
+        ok = len - pos[i] == SNAP.off[i];
+    if (ok)
+        ok = last_pos == 0 ? SNAP.last_off == 0
+                           : (SNAP.last_off != 0 && len - last_pos == SNAP.last_off);
+    if (ok)
+        ok = memcmp((const unsigned char *)view.buf + len - SNAP.tail_len, SNAP.tail,
+                    (size_t)SNAP.tail_len) == 0;
+    PyBuffer_Release(&view);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyTuple_Pack(5, SNAP.ssts, SNAP.l0, SNAP.runs, SNAP.last, SNAP.known);
+}
+
+static PyObject *forget_tree(PyObject *self, PyObject *unused)
+{
+    Snap old = SNAP;
+    memset(&SNAP, 0, sizeof(SNAP));
+    snap_release(&old);
+    Py_RETURN_NONE;
+}
+
+/* ============================================================ untracking planning objects
+ *
+ * untrack_frozen(objects, types) -> int: untrack from the cyclic GC every object of the list
+ * `objects` whose exact type is in the tuple `types`, and, through tp_traverse, every object
+ * they reach (up to UNTRACK_DEPTH levels) whose exact type is also in `types`; returns how
+ * many it untracked. For the caller's frozen slot dataclasses built in bulk (compaction
+ * planning makes five per input view): an object whose fields were set once, to objects
+ * that existed before it, cannot be part of a reference cycle, so tracking it only makes
+ * collections walk it (the same argument as new_atomic_instance above). Reference counting
+ * frees them as usual. Objects of other types (the type objects tp_traverse visits, enum
+ * members, strings) are left alone. */
+
+#define UNTRACK_DEPTH 4
+
+typedef struct {
+    PyObject *types;
+    int depth;
+    Py_ssize_t count;
+} UntrackCtx;
+
+static int untrack_visit(PyObject *o, void *arg)
+{
+    UntrackCtx *c = (UntrackCtx *)arg;
+    PyTypeObject *tp = Py_TYPE(o);
+    int allowed = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c->types); i++) {
+        if ((PyObject *)tp == PyTuple_GET_ITEM(c->types, i)) {
+            allowed = 1;
+            break;
+        }
+    }
+    if (!allowed || !PyObject_IS_GC(o) || !PyObject_GC_IsTracked(o))
+        return 0;
+    PyObject_GC_UnTrack(o);
+    c->count++;
+    if (c->depth < UNTRACK_DEPTH && tp->tp_traverse != NULL) {
+        c->depth++;
+        tp->tp_traverse(o, untrack_visit, c);
+        c->depth--;
+    }
+    return 0;
+}
+
+static PyObject *untrack_frozen(PyObject *self, PyObject *args)
+{
+    PyObject *objects, *types;
+    if (!PyArg_ParseTuple(args, "O!O!:untrack_frozen", &PyList_Type, &objects,
+                          &PyTuple_Type, &types))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+        if (!PyType_Check(PyTuple_GET_ITEM(types, i))) {
+            PyErr_SetString(PyExc_TypeError, "untrack_frozen: types must hold classes");
+            return NULL;
+        }
+    }
+    UntrackCtx c = {types, 0, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects); i++)
+        untrack_visit(PyList_GET_ITEM(objects, i), &c);
+    return PyLong_FromSsize_t(c.count);
+}
+
+/* ============================================================ object names
+ *
+ * ulid_names(head, tail, ids) -> list[str]: head + the 26-character Crockford base32 form
+ * of each ULID of `ids` (ints in [0, 2**128)) + tail; `ids.ulid_to_str` formats one name
+ * per SST in Python, which is a good part of planning a compaction of a large database.
+ * head and tail must be ASCII; an id out of range raises OverflowError (the caller then
+ * formats in Python, which raises its own error). */
+
+static const char CROCKFORD_DIGITS[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+static unsigned ulid_digit(uint64_t hi, uint64_t lo, int pos)
+{
+    uint64_t v;
+    if (pos >= 64)
+        v = hi >> (pos - 64);
+    else if (pos == 0)
+        v = lo;
+    else
+        v = (lo >> pos) | (hi << (64 - pos));
+    return (unsigned)(v & 31);
+}
+
+static PyObject *ulid_names(PyObject *self, PyObject *args)
+{
+    PyObject *head, *tail, *ids;
+    if (!PyArg_ParseTuple(args, "UUO!:ulid_names", &head, &tail, &PyList_Type, &ids))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(head) || !PyUnicode_IS_ASCII(tail)) {
+        PyErr_SetString(PyExc_ValueError, "ulid_names: head and tail must be ASCII");
+        return NULL;
+    }
+    Py_ssize_t hl = PyUnicode_GET_LENGTH(head), tl = PyUnicode_GET_LENGTH(tail);
+    const Py_UCS1 *hd = PyUnicode_1BYTE_DATA(head), *td = PyUnicode_1BYTE_DATA(tail);
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(ids, i);
+        unsigned char be[16];
+        if (!PyLong_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "ulid_names: ids must be ints");
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (_PyLong_AsByteArray((PyLongObject *)v, be, 16, 0, 0) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        uint64_t hi = 0, lo = 0;
+        for (int k = 0; k < 8; k++) {
+            hi = (hi << 8) | be[k];
+            lo = (lo << 8) | be[8 + k];
+        }
+        PyObject *s = PyUnicode_New(hl + 26 + tl, 127);
+        if (s == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(s);
+        memcpy(d, hd, (size_t)hl);
+        for (int k = 0; k < 26; k++)
+            d[hl + k] = (Py_UCS1)CROCKFORD_DIGITS[ulid_digit(hi, lo, 125 - 5 * k)];
+        memcpy(d + hl + 26, td, (size_t)tl);
+        PyList_SET_ITEM(out, i, s);
+    }
+    return out;
+}
+
+/* encode_v2(manifest, view_problem, size_hint) -> bytes (version prefix included) */
+static PyObject *encode_v2(PyObject *self, PyObject *args)
+{
+    PyObject *m, *problem_cb;
+    Py_ssize_t hint;
+    if (!PyArg_ParseTuple(args, "OOn:encode_v2", &m, &problem_cb, &hint))
+        return NULL;
+    if (check_configured() < 0)
+        return NULL;
+    uint64_t sc[7];
+    for (int i = 0; i < 7; i++)
+        if (attr_u(m, SCALARS[i], 64, &sc[i]) < 0)
+            return NULL;
+    PyObject *clock_o = PyObject_GetAttrString(m, "last_l0_clock_tick");
+    if (clock_o == NULL)
+        return NULL;
+    if (!PyLong_Check(clock_o)) {
+        Py_DECREF(clock_o);
+        PyErr_SetString(PyExc_TypeError, "last_l0_clock_tick is not an int");
+        return NULL;
+    }
+    long long clock = PyLong_AsLongLong(clock_o);
+    Py_DECREF(clock_o);
+    if (clock == -1 && PyErr_Occurred())
+        return NULL;
+
+    enum { F_SSTS, F_L0, F_LAST, F_RUNS, F_SEGS, F_EXTR, F_CPS, F_EXT, F_TRACK, F_DESTR, F_INIT,
+           F_MAP, NF };
+    static const char *names[NF] = {"ssts", "l0", "last_compacted_l0_sst_view_id", "compacted",
+                                    "segments", "segment_extractor_name", "checkpoints",
+                                    "external_dbs", "sequence_tracker", "destroyed_at_s",
+                                    "initialized", "sst_map"};
+    PyObject *f[NF] = {NULL};
+    PyObject *result = NULL;
+    Builder bd;
+    int have_bd = 0;
+    /* sst_map last: it is not needed (nor built) when the tree is resumed */
+    for (int i = 0; i < F_MAP; i++)
+        if ((f[i] = PyObject_GetAttrString(m, names[i])) == NULL)
+            goto done;
+    uint64_t destroyed = 0;
+    if (f[F_DESTR] != Py_None && as_u64(f[F_DESTR], &destroyed) < 0)
+        goto done;
+    int initialized = PyObject_IsTrue(f[F_INIT]);
+    if (initialized < 0)
+        goto done;
+    if (bd_init(&bd, hint > 1024 ? hint : 1024) < 0)
+        goto done;
+    have_bd = 1;
+    int64_t ssts, tree[3], segs = 0, extr = 0, cps, ext = 0, track = 0, off[3];
+    int reused = snap_restore(&bd, f[F_SSTS], f[F_L0], f[F_LAST], f[F_RUNS], off, &tree[1]);
+    if (reused < 0)
+        goto done;
+    if (reused) { /* the same ssts tuple: its map is the one kept with it */
+        Py_INCREF(SNAP.known);
+        f[F_MAP] = SNAP.known;
+    } else if ((f[F_MAP] = PyObject_GetAttrString(m, names[F_MAP])) == NULL) {
+        goto done;
+    }
+    ViewCtx ctx = {f[F_MAP], problem_cb};
+    if (reused) {
+        ssts = off[0];
+        tree[0] = off[1];
+        tree[2] = off[2];
+    } else {
+        if ((ssts = add_vector_of(&bd, f[F_SSTS], add_handle_cb, NULL)) < 0)
+            goto done;
+        if (add_tree(&bd, f[F_L0], f[F_LAST], f[F_RUNS], &ctx, tree) < 0)
+            goto done;
+        off[0] = ssts;
+        off[1] = tree[0];
+        off[2] = tree[2];
+        snap_save(&bd, f[F_SSTS], f[F_L0], f[F_LAST], f[F_RUNS], f[F_MAP], off, tree[1]);
+    }
+    if (f[F_SEGS] != Py_None && (segs = add_vector_of(&bd, f[F_SEGS], add_segment, &ctx)) < 0)
+        goto done;
+    if (f[F_EXTR] != Py_None && (extr = add_string_obj(&bd, f[F_EXTR])) < 0)
+        goto done;
+    if ((cps = add_vector_of(&bd, f[F_CPS], add_checkpoint, NULL)) < 0)
+        goto done;
+    int ext_true = PyObject_IsTrue(f[F_EXT]);
+    if (ext_true < 0)
+        goto done;
+    if (ext_true && (ext = add_vector_of(&bd, f[F_EXT], add_external, NULL)) < 0)
+        goto done;
+    if (f[F_TRACK] != Py_None && (track = add_bytes_obj(&bd, f[F_TRACK])) < 0)
+        goto done;
+    start_object(&bd, 19);
+    if (f[F_DESTR] != Py_None && scalar_slot(&bd, 18, destroyed, 8, 0, 0) < 0)
+        goto done;
+    /* _add_scalars(clock_slot=11, seq_slot=13) */
+    if (scalar_slot(&bd, 14, sc[5], 8, 1, 0) < 0 || scalar_slot(&bd, 13, sc[4], 8, 1, 0) < 0 ||
+        scalar_slot(&bd, 11, (uint64_t)clock, 8, 1, 0) < 0 ||
+        scalar_slot(&bd, 6, sc[3], 8, 1, 0) < 0 || scalar_slot(&bd, 5, sc[2], 8, 1, 0) < 0 ||
+        scalar_slot(&bd, 4, sc[1], 8, 1, 0) < 0 || scalar_slot(&bd, 3, sc[0], 8, 1, 0) < 0 ||
+        scalar_slot(&bd, 0, sc[6], 8, 1, 0) < 0)
+        goto done;
+    if (offset_slot(&bd, 17, extr) < 0 || offset_slot(&bd, 16, segs) < 0 ||
+        offset_slot(&bd, 15, track) < 0 || offset_slot(&bd, 12, cps) < 0 ||
+        offset_slot(&bd, 10, tree[2]) < 0 || offset_slot(&bd, 9, tree[0]) < 0 ||
+        offset_slot(&bd, 8, ssts) < 0 || offset_slot(&bd, 7, tree[1]) < 0 ||
+        offset_slot(&bd, 1, ext) < 0 || scalar_slot(&bd, 2, initialized ? 1 : 0, 1, 1, 0) < 0)
+        goto done;
+    int64_t root = end_object(&bd);
+    if (root < 0)
+        goto done;
+    /* Finish */
+    if (bd_prep(&bd, bd.minalign, 4) < 0 || prepend_uoffset(&bd, root) < 0)
+        goto done;
+    int64_t used = OFFSET(&bd);
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 2));
+    if (result == NULL)
+        goto done;
+    char *out = PyBytes_AS_STRING(result);
+    out[0] = 0;
+    out[1] = 2; /* MANIFEST_FORMAT_VERSION, big-endian u16 */
+    memcpy(out + 2, bd.buf + bd.head, (size_t)used);
+done:
+    if (have_bd)
+        bd_free(&bd);
+    for (int i = 0; i < NF; i++)
+        Py_XDECREF(f[i]);
+    return result;
+}
+
+/* ===================================================================== module */
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(SsTableInfo, SstHandle, SstView, SortedRun, compressions, sst_types, "
+     "filter_formats): the classes to build and the enum members by value."},
+    {"read_handles", read_handles, METH_VARARGS,
+     "read_handles(data, start, vec_start, n) -> (tuple of SstHandle, dict id -> handle)"},
+    {"read_views", read_views, METH_VARARGS,
+     "read_views(data, start, vec_start, n, known, view_cb) -> tuple of SstView"},
+    {"read_runs", read_runs, METH_VARARGS,
+     "read_runs(data, start, vec_start, n, known, view_cb) -> tuple of SortedRun"},
+    {"read_ulids", read_ulids, METH_VARARGS,
+     "read_ulids(data, start, vec_start, n) -> tuple of int (a vector of Ulid tables)"},
+    {"reuse_tree", reuse_tree, METH_VARARGS,
+     "reuse_tree(data, ssts_pos, l0_pos, runs_pos, last_pos) -> (ssts, l0, compacted, last, "
+     "sst_map) of the last encoded tree when data ends with it, else None"},
+    {"forget_tree", forget_tree, METH_NOARGS, "forget_tree(): drop the kept tree"},
+    {"ulid_names", ulid_names, METH_VARARGS,
+     "ulid_names(head, tail, ids) -> list of head + Crockford ULID text + tail"},
+    {"untrack_frozen", untrack_frozen, METH_VARARGS,
+     "untrack_frozen(objects, types) -> int: untrack objects of exactly these (frozen, "
+     "acyclic) classes from the cyclic GC, and those of them they reach"},
+    {"encode_v2", encode_v2, METH_VARARGS,
+     "encode_v2(manifest, view_problem, size_hint) -> bytes of a version-2 manifest file"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "slatelib._manifest",
+    "Native manifest codec (see slatelib/format/manifest_native.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__manifest(void) { return PyModule_Create(&moduledef); }

@@ -1,0 +1,94 @@
+"""The optional C extension ``slatelib._manifest``: the manifest codec's hot paths. Pure.
+
+``ext`` is the extension module, or None when it is not built or when ``SLATELIB_NO_NATIVE``
+was set when :mod:`slatelib.format.native` was first imported (the same switch as for
+``slatelib._speedups``). :mod:`slatelib.format.manifest_codec` uses it for
+``encode_manifest`` (the whole version-2 file) and for the three big vectors of a decoded
+manifest (``ssts``, ``l0``, ``compacted``, also inside segments, and the ``sst_ids`` of
+external databases); everything else is decoded by the reference code.
+
+The encoder keeps the section it wrote first (the SST list and the tree) with the tuples it
+came from: encoding a manifest that holds the same tuples (a checkpoint or an epoch
+changed) resumes after that section, and decoding bytes that end with it returns those
+tuples (``reuse_tree``). See ``slatelib/_manifest.c`` ("tree snapshot").
+
+The pure-Python codec is the reference: the native code returns the same bytes and objects
+and rejects at least what the reference rejects. When it rejects an input (a malformed
+buffer, an out-of-range value) the codec reruns the reference, which raises the documented
+error (``tests/unit/format/test_manifest_native.py`` holds the two together).
+See docs/rfcs/0010-manifest-codec.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from enum import IntEnum
+from typing import Any, Protocol, cast
+
+from slatelib.core.manifest import (
+    CompressionCodec,
+    FilterFormat,
+    Manifest,
+    SortedRun,
+    SsTableInfo,
+    SstHandle,
+    SstType,
+    SstView,
+)
+from slatelib.format.native import DISABLED_BY_ENV
+from slatelib.ids import Ulid
+
+ViewCallback = Callable[[Ulid, Ulid, int], SstView]
+ProblemCallback = Callable[[SstView, Mapping[Ulid, SstHandle]], "str | None"]
+
+
+class ManifestExt(Protocol):
+    """The functions of ``slatelib/_manifest.c``; each raises ValueError (or TypeError,
+    OverflowError) on anything it does not accept."""
+
+    def configure(self, info: type[SsTableInfo], handle: type[SstHandle], view: type[SstView],
+                  run: type[SortedRun], compressions: tuple[IntEnum, ...],
+                  sst_types: tuple[IntEnum, ...], filter_formats: tuple[IntEnum, ...],
+                  /) -> None: ...
+    def read_handles(self, data: bytes, start: int, vec_start: int, n: int,
+                     /) -> tuple[tuple[SstHandle, ...], dict[Ulid, SstHandle]]: ...
+    def read_views(self, data: bytes, start: int, vec_start: int, n: int,
+                   known: dict[Ulid, SstHandle], view_cb: ViewCallback,
+                   /) -> tuple[SstView, ...]: ...
+    def read_runs(self, data: bytes, start: int, vec_start: int, n: int,
+                  known: dict[Ulid, SstHandle], view_cb: ViewCallback,
+                  /) -> tuple[SortedRun, ...]: ...
+    def read_ulids(self, data: bytes, start: int, vec_start: int, n: int,
+                   /) -> tuple[Ulid, ...]: ...
+    def reuse_tree(self, data: bytes, ssts_pos: int, l0_pos: int, runs_pos: int, last_pos: int,
+                   /) -> tuple[tuple[SstHandle, ...], tuple[SstView, ...],
+                               tuple[SortedRun, ...], Ulid | None,
+                               dict[Ulid, SstHandle]] | None: ...
+    def forget_tree(self) -> None: ...
+    def untrack_frozen(self, objects: list[Any], types: tuple[type, ...], /) -> int: ...
+    def ulid_names(self, head: str, tail: str, ids: list[int], /) -> list[str]: ...
+    def encode_v2(self, m: Manifest, view_problem: ProblemCallback, size_hint: int,
+                  /) -> bytes: ...
+
+
+def _by_value(members: type[IntEnum]) -> tuple[IntEnum, ...]:
+    """The members indexed by value (the C code maps a stored value to its member)."""
+    values = sorted(members, key=int)
+    if [int(v) for v in values] != list(range(len(values))):  # pragma: no cover - static enums
+        raise RuntimeError(f"{members.__name__} values are not 0..n-1")
+    return tuple(values)
+
+
+def _load() -> ManifestExt | None:
+    try:
+        module = cast(ManifestExt, importlib.import_module("slatelib._manifest"))
+    except ImportError:
+        return None
+    module.configure(SsTableInfo, SstHandle, SstView, SortedRun, _by_value(CompressionCodec),
+                     _by_value(SstType), _by_value(FilterFormat))
+    return module
+
+
+ext: ManifestExt | None = None if DISABLED_BY_ENV else _load()
+HAVE_NATIVE: bool = ext is not None

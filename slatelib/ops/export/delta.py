@@ -1,0 +1,186 @@
+"""Delta tables with delta-rs (the ``deltalake`` package): commit files Spark wrote, apply
+changes with a merge, and remember which checkpoint each export was.
+
+Every export commit carries an :class:`ExportMark` as the commit's ``userMetadata`` (JSON
+``{"slatelib_export": {...}}``): the database, the checkpoint and manifest it exported and
+the columns. The incremental export reads the newest mark (:func:`last_export`) to find the
+checkpoint to diff from; a newer commit by another writer that changes data (anything but
+``OPTIMIZE``, ``VACUUM`` and property changes) makes the diff inexact, so it refuses.
+Commits are single Delta transactions: files not yet committed are invisible to readers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+
+from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.ops.export.arrow_rows import CHANGE_COLUMN
+from slatelib.ops.export.files import DataFile
+
+MARK_KEY = "slatelib_export"
+NON_DATA_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                                 "UPGRADE PROTOCOL", "CHECKPOINT"})
+
+
+@dataclass(frozen=True)
+class ExportMark:
+    """What one export commit exported."""
+
+    db: str
+    checkpoint: str
+    manifest_id: int
+    columns: tuple[str, ...]
+    decode: str = "binary"
+    exact: bool = True
+    """The table equals the checkpoint's view after this commit (a full overwrite or an
+    incremental export, not an append): only then can an incremental export follow."""
+
+    def to_metadata(self) -> str:
+        return json.dumps({MARK_KEY: {**asdict(self), "columns": list(self.columns)}},
+                          sort_keys=True)
+
+    @staticmethod
+    def from_metadata(text: object) -> ExportMark | None:
+        """The mark in a commit's ``userMetadata``, or None when it has none."""
+        if not isinstance(text, str):
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        mark = data.get(MARK_KEY) if isinstance(data, dict) else None
+        if not isinstance(mark, dict):
+            return None
+        return ExportMark(str(mark["db"]), str(mark["checkpoint"]), int(mark["manifest_id"]),
+                          tuple(mark["columns"]), str(mark.get("decode", "binary")),
+                          bool(mark.get("exact", False)))
+
+
+def _props(mark: ExportMark) -> CommitProperties:
+    return CommitProperties(custom_metadata={"userMetadata": mark.to_metadata()})
+
+
+def last_export(uri: str, history: Iterable[dict[str, Any]] | None = None,
+                ) -> tuple[int, ExportMark]:
+    """The newest export commit of the table (version, mark); ``history`` (newest first)
+    defaults to the table's.
+
+    Raises:
+        InvalidDbStateError: no export commit, or a commit changing data came after it.
+    """
+    commits = DeltaTable(uri).history() if history is None else history
+    for commit in commits:
+        mark = ExportMark.from_metadata(commit.get("userMetadata"))
+        if mark is not None:
+            return int(commit.get("version", -1)), mark
+        op = str(commit.get("operation", ""))
+        if op not in NON_DATA_OPERATIONS:
+            raise InvalidDbStateError(
+                f"Delta table {uri}: version {commit.get('version')} ({op}) was written by "
+                "something other than a slatelib export, so its content is no longer a "
+                "checkpoint's view; run a full export (--mode overwrite)")
+    raise InvalidDbStateError(
+        f"Delta table {uri} has no slatelib export commit; run a full export first")
+
+
+def check_schema(uri: str, schema: pa.Schema) -> None:
+    """Refuse a table whose columns differ from the export's.
+
+    Raises:
+        InvalidArgumentError: different column names or types.
+    """
+    have = pa.schema(DeltaTable(uri).schema().to_arrow())  # arro3 -> pyarrow (C interface)
+    theirs = [(f.name, str(f.type).replace("large_", "").replace("_view", "")) for f in have]
+    ours = [(f.name, str(f.type)) for f in schema]
+    if theirs != ours:
+        raise InvalidArgumentError(
+            f"Delta table {uri} has columns {theirs}, the export {ours}: export to a new "
+            "target or with the same --columns/--decode")
+
+
+def add_actions(files: Sequence[DataFile]) -> list[AddAction]:
+    return [AddAction(f.path, f.size, {}, f.mtime_ms, True, json.dumps({"numRecords": f.rows}))
+            for f in files]
+
+
+def commit_files(uri: str, files: Sequence[DataFile], schema: pa.Schema, *, mode: str,
+                 mark: ExportMark, create: bool) -> int:
+    """One commit adding ``files`` (paths relative to the table root): a new table when
+    ``create``, else ``mode`` ``append`` or ``overwrite`` (every earlier file removed in
+    the same commit). Returns the new version.
+
+    Raises:
+        InvalidArgumentError: an unknown mode.
+        DeltaError (deltalake): the commit failed (nothing was committed).
+    """
+    if mode not in ("append", "overwrite"):
+        raise InvalidArgumentError(f"unknown export mode {mode!r}")
+    actions = add_actions(files)
+    if create:
+        create_table_with_add_actions(uri, DeltaSchema.from_arrow(schema), actions,
+                                      mode="error", commit_properties=_props(mark))
+    else:
+        DeltaTable(uri).create_write_transaction(
+            list(actions), mode=mode, schema=DeltaSchema.from_arrow(schema),
+            commit_properties=_props(mark))
+    return int(DeltaTable(uri).version())
+
+
+def merge_changes(uri: str, changes: pa.Table, columns: Sequence[str], *, mark: ExportMark,
+                  schema: pa.Schema) -> tuple[int, dict[str, Any]]:
+    """Apply a change table (``_change`` + the export's columns) with one merge on ``key``:
+    ``delete`` rows delete, ``upsert`` rows update or insert. A commit is made even with no
+    change, so the table records the new checkpoint. Returns the version and the merge's
+    metrics.
+
+    Raises:
+        DeltaError (deltalake): the merge failed (nothing was committed).
+    """
+    dt = DeltaTable(uri)
+    if changes.num_rows == 0:
+        dt.create_write_transaction([], mode="append", schema=DeltaSchema.from_arrow(schema),
+                                    commit_properties=_props(mark))
+        return int(DeltaTable(uri).version()), {"num_source_rows": 0}
+    others = [c for c in columns if c != "key"]
+    every = {c: f"s.{c}" for c in columns}
+    metrics: dict[str, Any] = (
+        dt.merge(source=changes, predicate="t.key = s.key", source_alias="s",
+                 target_alias="t", commit_properties=_props(mark))
+        .when_matched_delete(predicate=f"s.{CHANGE_COLUMN} = 'delete'")
+        .when_matched_update(updates={c: f"s.{c}" for c in others} or {"key": "s.key"},
+                             predicate=f"s.{CHANGE_COLUMN} = 'upsert'")
+        .when_not_matched_insert(updates=every, predicate=f"s.{CHANGE_COLUMN} = 'upsert'")
+        .execute())
+    return int(DeltaTable(uri).version()), metrics
+
+
+def refuse_unless_delta(uri: str, state: str) -> None:
+    """Refuse a target that holds something other than a Delta table.
+
+    Raises:
+        InvalidArgumentError: ``state`` is neither absent, empty nor a Delta table.
+    """
+    if state not in ("absent", "empty", "delta"):
+        raise InvalidArgumentError(
+            f"--to {uri} is not a Delta table (no _delta_log/) and is not empty: refusing to "
+            "write a Delta table over other data")
+
+
+def require_table(uri: str, state: str) -> None:
+    """Refuse when there is no Delta table at ``uri`` (an incremental export needs one).
+
+    Raises:
+        InvalidDbStateError: no table.
+    """
+    if state != "delta":
+        raise InvalidDbStateError(
+            f"--to {uri}: no Delta table there; an incremental export applies changes to a "
+            "table a full export made (run with --mode overwrite first)")

@@ -1,0 +1,361 @@
+"""Export a checkpoint of a database to Parquet or Delta on Spark (thin over
+:mod:`slatelib.ops.export`; design: docs/rfcs/0011-spark-datasource-and-export.md).
+
+- Parquet: the ``slatedb`` DataFrame written by Spark's Parquet writer.
+- Delta, when delta-spark's classes are on the classpath: Spark's Delta writer (and its
+  merge for incremental exports). Otherwise (no Maven here, so no delta-spark jars): Spark
+  writes Parquet files into a new folder inside the table, and delta-rs commits exactly
+  those files in one transaction; an incremental export collects the changes to the driver
+  as Arrow and applies them with one delta-rs merge.
+- Incremental (``mode="incremental"``, Delta only): the key-level difference between the
+  checkpoint of the table's last export and a new checkpoint. Exact as long as that
+  checkpoint is still live; refused when it is gone or expired, when the last export was an
+  append, or when another writer changed the table since. ``mode="auto"`` (the nightly
+  DAG's) is incremental when the target is a Delta table, else a full overwrite.
+
+Everything that can be refused is checked before anything is written. The export keeps its
+checkpoint (named ``slatelib-export``) on the database for the next incremental export and
+deletes the previous one once the new commit landed; a Parquet export deletes its own at the
+end. A failure deletes the checkpoint this run created and the files it staged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.objstore import ObjectStore, open_store
+from slatelib.ops.checkpoint import delete_checkpoint
+from slatelib.ops.export import delta as deltars
+from slatelib.ops.export.arrow_rows import DEFAULT_COLUMNS, arrow_schema
+from slatelib.ops.export.files import DELTA, DataFile, delete_dir, parquet_files, target_state
+from slatelib.ops.export.pin import (
+    EXPORT_CHECKPOINT_NAME,
+    PinnedCheckpoint,
+    create_read_checkpoint,
+    pin_checkpoint,
+)
+from slatelib.spark import register
+from slatelib.spark.datasource import FORMAT_NAME
+from slatelib.spark.options import split_db
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("parquet", "delta")
+MODES = ("overwrite", "append", "incremental", "auto")
+DELTA_WRITERS = ("auto", "delta-spark", "delta-rs")
+DEFAULT_EXPORT_LIFETIME_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """One export: the database, the target and how (see the module docstring)."""
+
+    db: str
+    to: str
+    format: str
+    mode: str = "overwrite"
+    checkpoint: str | None = None
+    store_root: str | None = None
+    merge_operator: str | None = None
+    columns: tuple[str, ...] = DEFAULT_COLUMNS
+    decode: str = "binary"
+    partitions: int | None = None
+    min_partition_bytes: int | None = None
+    checkpoint_lifetime_s: float = DEFAULT_EXPORT_LIFETIME_S
+    delta_writer: str = "auto"
+
+    def check(self) -> None:
+        """Raises:
+            InvalidArgumentError: an unknown format, mode or writer, or a mode the format
+                does not support."""
+        if self.format not in FORMATS:
+            raise InvalidArgumentError(f"--format must be one of {FORMATS}, got {self.format!r}")
+        if self.mode not in MODES:
+            raise InvalidArgumentError(f"--mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode in ("incremental", "auto") and self.format != "delta":
+            raise InvalidArgumentError(f"--mode {self.mode} needs --format delta (a merge)")
+        if self.delta_writer not in DELTA_WRITERS:
+            raise InvalidArgumentError(
+                f"--delta-writer must be one of {DELTA_WRITERS}, got {self.delta_writer!r}")
+        if self.checkpoint_lifetime_s < 1:
+            raise InvalidArgumentError("--checkpoint-lifetime must be at least 1s")
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """Whether delta-spark's classes are on the driver's classpath."""
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+    except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing class
+        return False
+    return True
+
+
+class _Run:
+    """One export's state: what it pinned and created, so a failure can undo it."""
+
+    def __init__(self, spark: SparkSession, args: ExportArgs, clock: Clock) -> None:
+        self.spark, self.args, self.clock = spark, args, clock
+        self.store_url, self.path = split_db(args.db, args.store_root)
+        self.db_id = f"{self.store_url.rstrip('/')}/{self.path}"
+        self.store: ObjectStore = open_store(self.store_url)
+        self.schema = arrow_schema(args.columns, args.decode)
+        self.seconds: dict[str, float] = {}
+        self.created: PinnedCheckpoint | None = None
+
+    # ------------------------------------------------------------------ the source
+    def frame(self, new: PinnedCheckpoint, since: PinnedCheckpoint | None) -> DataFrame:
+        a = self.args
+        reader = (self.spark.read.format(FORMAT_NAME).option("db", a.db)
+                  .option("checkpoint", str(new.checkpoint.id))
+                  .option("columns", ",".join(a.columns)).option("decode", a.decode)
+                  .option("partitions", str(a.partitions
+                                            or self.spark.sparkContext.defaultParallelism)))
+        if a.store_root:
+            reader = reader.option("store_root", a.store_root)
+        if a.merge_operator:
+            reader = reader.option("merge_operator", a.merge_operator)
+        if a.min_partition_bytes:
+            reader = reader.option("min_partition_bytes", str(a.min_partition_bytes))
+        if since is not None:
+            reader = reader.option("since_checkpoint", str(since.checkpoint.id))
+        return reader.load()
+
+    def pin_new(self) -> PinnedCheckpoint:
+        a = self.args
+        if a.checkpoint is not None:
+            return pin_checkpoint(self.store, self.path, uuid.UUID(str(a.checkpoint)),
+                                  clock=self.clock)
+        self.created = create_read_checkpoint(
+            self.store, self.path, name=EXPORT_CHECKPOINT_NAME,
+            lifetime_s=a.checkpoint_lifetime_s, clock=self.clock)
+        return self.created
+
+    def mark(self, new: PinnedCheckpoint, *, exact: bool) -> deltars.ExportMark:
+        return deltars.ExportMark(self.db_id, str(new.checkpoint.id), new.manifest_id,
+                                  tuple(self.args.columns), self.args.decode, exact)
+
+    def release(self, checkpoint_id: str | uuid.UUID) -> bool:
+        """Delete an earlier export's checkpoint, but only one this job made (by name)."""
+        cid = uuid.UUID(str(checkpoint_id))
+        cp = next((c for c in self.store_manifest().checkpoints if c.id == cid), None)
+        if cp is None or cp.name != EXPORT_CHECKPOINT_NAME:
+            return False
+        return delete_checkpoint(self.path, self.store, cid, clock=self.clock)
+
+    def store_manifest(self) -> Any:
+        from slatelib.store.manifest_store import ManifestStore
+
+        return ManifestStore(self.store, self.path).read_latest().value
+
+    def undo(self) -> None:
+        if self.created is not None:
+            try:
+                delete_checkpoint(self.path, self.store, self.created.checkpoint.id,
+                                  clock=self.clock)
+            except SlateError as exc:
+                log.warning("could not delete the export checkpoint [db=%s, id=%s, error=%s]",
+                            self.args.db, self.created.checkpoint.id, exc)
+
+
+def _files_fields(files: list[DataFile]) -> dict[str, int]:
+    return {"rows": sum(f.rows for f in files), "bytes": sum(f.size for f in files),
+            "files": len(files)}
+
+
+def run_export(spark: SparkSession, args: ExportArgs, *,
+               clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """Export one database (see the module docstring); returns the report's database
+    fields.
+
+    Raises:
+        InvalidArgumentError: bad arguments, or a target that is not a Delta table (or is
+            one, for Parquet), or whose columns differ.
+        NotADatabaseRootError: no database at ``args.db``.
+        InvalidDbStateError: an unknown or expired checkpoint, or an incremental export
+            that cannot be exact (see the module docstring).
+        SlateError: reading the database failed (nothing committed).
+    """
+    args.check()
+    register(spark)
+    started = time.monotonic()
+    state = target_state(args.to)
+    if args.mode == "auto":  # the nightly DAG: incremental once the table exists
+        args = replace(args, mode="incremental" if state == DELTA else "overwrite")
+    run = _Run(spark, args, clock)
+    since: PinnedCheckpoint | None = None
+    previous: str | None = None
+    writer = "spark-parquet"
+    if args.format == "parquet":
+        if state == DELTA:
+            raise InvalidArgumentError(
+                f"--to {args.to} is a Delta table: export to it with --format delta")
+    else:
+        deltars.refuse_unless_delta(args.to, state)
+        use_spark = args.delta_writer == "delta-spark" or (
+            args.delta_writer == "auto" and delta_spark_available(spark))
+        if args.delta_writer == "delta-spark" and not delta_spark_available(spark):
+            raise InvalidArgumentError("--delta-writer delta-spark: io.delta.tables.DeltaTable "
+                                       "is not on the classpath (add the delta-spark jars)")
+        writer = "delta-spark" if use_spark else "delta-rs"
+        if state == DELTA:
+            deltars.check_schema(args.to, run.schema)
+        if args.mode == "incremental":
+            deltars.require_table(args.to, state)
+            _, mark = deltars.last_export(args.to)
+            _check_mark(args, run, mark)
+            since = pin_checkpoint(run.store, run.path, uuid.UUID(mark.checkpoint),
+                                   clock=clock)
+            previous = mark.checkpoint
+        elif state == DELTA:
+            previous = _previous_mark(args.to)
+    new = run.pin_new()
+    run.seconds["plan"] = round(time.monotonic() - started, 3)
+    try:
+        fields = _write(run, writer, new, since, state)
+    except BaseException:
+        run.undo()
+        raise
+    released = False
+    if args.format == "parquet":
+        run.undo()  # nothing will diff from a Parquet export
+    elif previous is not None and previous != str(new.checkpoint.id):
+        released = run.release(previous)
+    cp = {"id": str(new.checkpoint.id), "manifest_id": new.manifest_id,
+          "created": run.created is not None,
+          "kept": args.format == "delta" or run.created is None}
+    out: dict[str, Any] = {"checkpoint": cp, "target": args.to, "format": args.format,
+                           "mode": args.mode, "writer": writer, **fields}
+    if since is not None:
+        out["since"] = str(since.checkpoint.id)
+        out["since_manifest_id"] = since.manifest_id
+    if previous is not None:
+        out["previous_checkpoint"] = {"id": previous, "released": released}
+    out["seconds"] = {**run.seconds, "total": round(time.monotonic() - started, 3)}
+    return out
+
+
+def _check_mark(args: ExportArgs, run: _Run, mark: deltars.ExportMark) -> None:
+    if mark.db != run.db_id:
+        raise InvalidArgumentError(
+            f"--to {args.to} holds an export of {mark.db}, not of {run.db_id}")
+    if tuple(mark.columns) != tuple(args.columns) or mark.decode != args.decode:
+        raise InvalidArgumentError(
+            f"--to {args.to} was exported with columns {list(mark.columns)} and decode "
+            f"{mark.decode}; use the same for an incremental export")
+    if not mark.exact:
+        from slatelib.errors import InvalidDbStateError
+
+        raise InvalidDbStateError(
+            f"the last export to {args.to} was an append, so the table is not the view of "
+            f"checkpoint {mark.checkpoint}; run a full export (--mode overwrite) first")
+
+
+def _previous_mark(uri: str) -> str | None:
+    try:
+        return deltars.last_export(uri)[1].checkpoint
+    except SlateError:
+        return None
+
+
+def _write(run: _Run, writer: str, new: PinnedCheckpoint, since: PinnedCheckpoint | None,
+           state: str) -> dict[str, Any]:
+    args = run.args
+    t = time.monotonic()
+    df = run.frame(new, since)
+    exact = args.mode != "append"
+    if args.format == "parquet":
+        before = set(parquet_files(args.to)) if args.mode == "append" else set()
+        df.write.mode(args.mode).parquet(args.to)
+        files = [f for p, f in parquet_files(args.to).items() if p not in before]
+        run.seconds["write"] = round(time.monotonic() - t, 3)
+        return _files_fields(files)
+    mark = run.mark(new, exact=exact)
+    if writer == "delta-spark":
+        return _write_delta_spark(run, df, mark, since is not None, t)
+    if since is not None:
+        changes = df.toArrow()
+        run.seconds["write"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        table = pa.Table.from_batches(changes.to_batches(), schema=changes.schema)
+        version, metrics = deltars.merge_changes(args.to, _cast(table, run), args.columns,
+                                                 mark=mark, schema=run.schema)
+        run.seconds["commit"] = round(time.monotonic() - t, 3)
+        kinds = table.column("_change").to_pylist() if table.num_rows else []
+        return {"rows": table.num_rows, "bytes": int(table.nbytes), "files": 0,
+                "changes": {"upserts": kinds.count("upsert"), "deletes": kinds.count("delete")},
+                "delta_version": version, "merge": _plain(metrics)}
+    staging = f"slatelib-export-{uuid.uuid4().hex[:16]}"
+    try:
+        df.write.mode("errorifexists").parquet(f"{args.to.rstrip('/')}/{staging}")
+        files = sorted(parquet_files(args.to, under=staging).values(), key=lambda f: f.path)
+        run.seconds["write"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        version = deltars.commit_files(args.to, files, run.schema, mode=args.mode, mark=mark,
+                                       create=state != DELTA)
+    except BaseException:
+        delete_dir(args.to, staging)
+        raise
+    run.seconds["commit"] = round(time.monotonic() - t, 3)
+    return {**_files_fields(files), "delta_version": version}
+
+
+def _cast(table: pa.Table, run: _Run) -> pa.Table:
+    """The change table with the export's exact types (Spark may widen them)."""
+    schema = arrow_schema(run.args.columns, run.args.decode, change=True)
+    return table.select(schema.names).cast(schema)
+
+
+def _plain(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+
+
+def _write_delta_spark(run: _Run, df: DataFrame, mark: deltars.ExportMark, incremental: bool,
+                       t: float) -> dict[str, Any]:
+    """Spark's own Delta writer (delta-spark on the classpath). Not exercised by this
+    repository's tests: the jars cannot be downloaded here."""
+    args = run.args
+    spark = run.spark
+    meta_key = "spark.databricks.delta.commitInfo.userMetadata"
+    spark.conf.set(meta_key, mark.to_metadata())
+    try:
+        if incremental:
+            from delta.tables import DeltaTable as SparkDeltaTable  # type: ignore[import-not-found]
+
+            others = {c: f"s.{c}" for c in args.columns if c != "key"}
+            every = {c: f"s.{c}" for c in args.columns}
+            (SparkDeltaTable.forPath(spark, args.to).alias("t")
+             .merge(df.alias("s"), "t.key = s.key")
+             .whenMatchedDelete("s._change = 'delete'")
+             .whenMatchedUpdate("s._change = 'upsert'", set=others or {"key": "s.key"})
+             .whenNotMatchedInsert("s._change = 'upsert'", values=every)
+             .execute())
+        else:
+            df.write.format("delta").mode(args.mode).save(args.to)
+    finally:
+        spark.conf.unset(meta_key)
+    run.seconds["write"] = round(time.monotonic() - t, 3)
+    from deltalake import DeltaTable
+
+    last = DeltaTable(args.to).history(1)[0]
+    metrics = last.get("operationMetrics") or {}
+    rows = int(metrics.get("numOutputRows", metrics.get("numSourceRows", 0)) or 0)
+    return {"rows": rows, "bytes": int(metrics.get("numOutputBytes", 0) or 0),
+            "files": int(metrics.get("numFiles", metrics.get("numTargetFilesAdded", 0)) or 0),
+            "delta_version": int(last.get("version", -1))}
+
+
+__all__ = ["DELTA_WRITERS", "FORMATS", "MODES", "ExportArgs", "delta_spark_available",
+           "run_export"]

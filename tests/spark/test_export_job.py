@@ -1,0 +1,174 @@
+"""jobs/export.py on the shared local[2] session: Parquet and Delta exports read back with
+deltalake and Spark's Parquet reader, incremental exports after overwrites, deletes, merges
+and a compaction (checked against a fresh full export), and bad input refused with nothing
+committed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from jobs.export import build_parser, run
+from slatelib import Db, DbReader, create_checkpoint, delete_checkpoint, list_checkpoints
+from slatelib.config import Settings
+from slatelib.ops.compaction import run_compaction
+from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
+from slatelib.testing.clock import FakeClock
+from tests.conftest import GOLDEN_DIR, load_expected
+from tests.unit.writer.support import writer_settings
+
+pytestmark = pytest.mark.spark
+
+KV = StructType([StructField("key", BinaryType(), False), StructField("value", BinaryType(), False)])
+
+
+def export(spark: Any, db: str, to: str, *argv: str) -> tuple[dict[str, Any], int]:
+    args = build_parser().parse_args(["--db", db, "--to", to, "--partitions", "2", *argv])
+    return run(spark, Settings(), args)
+
+
+def delta_content(uri: str) -> dict[bytes, bytes]:
+    rows = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    out = {r["key"]: r["value"] for r in rows}
+    assert len(out) == len(rows)  # one row per key
+    return out
+
+
+def scan(store: str, path: str) -> dict[bytes, bytes]:
+    with DbReader.open(path, store, mode="latest", merge_operator="concat") as r:
+        return dict(r.scan())
+
+
+@pytest.fixture
+def basic(tmp_path: Path) -> Path:
+    dst = tmp_path / "fx"
+    shutil.copytree(GOLDEN_DIR / "basic", dst / "basic")
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+def test_parquet_export_of_an_official_fixture(spark: Any, basic: Path, tmp_path: Path) -> None:
+    to = f"file://{tmp_path}/pq"
+    report, code = export(spark, f"file://{basic}/basic", to, "--format", "parquet")
+    assert code == 0, report
+    entry = report["databases"][0]
+    live = {k.encode(): v.encode() for k, v in load_expected("basic")["live"].items()}
+    assert entry["rows"] == len(live) == report["totals"]["rows"]
+    assert entry["bytes"] > 0 and entry["checkpoint"]["manifest_id"] > 0
+    assert report["headline"].startswith(f"exported {len(live)} rows")
+    got = spark.read.parquet(to)
+    assert {bytes(r.key): bytes(r.value) for r in got.collect()} == live
+    # a Parquet export does not keep its checkpoint
+    assert not [c for c in list_checkpoints("basic", f"file://{basic}")
+                if c.name == EXPORT_CHECKPOINT_NAME]
+
+
+def test_delta_full_and_incremental_exports(spark: Any, tmp_path: Path) -> None:
+    store, db = f"file://{tmp_path}", f"file://{tmp_path}/db"
+    to, fresh = f"{tmp_path}/delta", f"{tmp_path}/fresh"
+    with Db.open("db", store, writer_settings(), merge_operator="concat") as w:
+        for i in range(600):
+            w.put(b"k%04d" % i, b"v%d" % i)
+        w.flush()
+        for i in range(0, 600, 7):
+            w.merge(b"k%04d" % i, b"+m")
+    report, code = export(spark, db, to, "--format", "delta", "--merge-operator", "concat")
+    assert code == 0, report
+    first = report["databases"][0]
+    assert first["writer"] == "delta-rs" and first["delta_version"] == 0
+    assert delta_content(to) == scan(store, "db")
+    # the Delta table's files, read by Spark's Parquet reader
+    files = DeltaTable(to).file_uris()
+    expected = spark.createDataFrame(sorted(scan(store, "db").items()), KV)
+    assert_df_equality(spark.read.parquet(*files).orderBy("key"), expected,
+                       ignore_nullable=True)
+    # more writes, a compaction, more writes; then an incremental export
+    with Db.open("db", store, writer_settings(), merge_operator="concat") as w:
+        for i in range(0, 600, 3):
+            w.put(b"k%04d" % i, b"w%d" % i)
+        for i in range(1, 600, 5):
+            w.delete(b"k%04d" % i)
+        w.merge(b"k0007", b"+again")
+    settings = replace(Settings(), compaction=replace(Settings().compaction,
+                                                      merge_operator="concat"))
+    assert run_compaction("db", store, settings=settings, policy="full",
+                          parallelism=2).to_dict()["status"] == "committed"
+    with Db.open("db", store, writer_settings(), merge_operator="concat") as w:
+        w.put(b"new", b"key")
+        w.delete(b"k0002")
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental",
+                          "--merge-operator", "concat")
+    assert code == 0, report
+    inc = report["databases"][0]
+    assert inc["since"] == first["checkpoint"]["id"] and inc["delta_version"] == 1
+    assert inc["changes"]["deletes"] > 0 and inc["changes"]["upserts"] > 0
+    assert inc["previous_checkpoint"] == {"id": first["checkpoint"]["id"], "released": True}
+    ours = [c for c in list_checkpoints("db", store) if c.name == EXPORT_CHECKPOINT_NAME]
+    assert [str(c.id) for c in ours] == [inc["checkpoint"]["id"]]
+    # the incremental result equals a fresh full export of the same checkpoint
+    report, code = export(spark, db, fresh, "--format", "delta", "--merge-operator", "concat",
+                          "--checkpoint", inc["checkpoint"]["id"])
+    assert code == 0, report
+    assert delta_content(to) == delta_content(fresh) == scan(store, "db")
+
+
+def _refused(spark: Any, db: str, to: str, *argv: str) -> dict[str, Any]:
+    report, code = export(spark, db, to, *argv)
+    assert code != 0
+    return report["databases"][0]
+
+
+def test_bad_input_is_refused_and_nothing_is_committed(spark: Any, basic: Path,
+                                                       tmp_path: Path) -> None:
+    db, store = f"file://{basic}/basic", f"file://{basic}"
+    target = tmp_path / "t"
+    before = {c.id for c in list_checkpoints("basic", store)}
+    unknown = str(uuid.uuid4())
+    e = _refused(spark, db, str(target), "--format", "delta", "--checkpoint", unknown)
+    assert e["status"] == "data_error" and f"checkpoint {unknown} not found" in \
+        e["error"]["message"]
+    cp = create_checkpoint("basic", store, lifetime=1, clock=FakeClock(1_000_000_000_000))
+    e = _refused(spark, db, str(target), "--format", "parquet", "--checkpoint", str(cp.id))
+    assert "expired at" in e["error"]["message"]
+    e = _refused(spark, f"file://{tmp_path}/none/db", str(target), "--format", "delta")
+    assert e["status"] == "data_error" and "none/db" in e["error"]["message"]
+    assert not target.exists()
+    (target / "data").mkdir(parents=True)
+    (target / "data" / "x.csv").write_text("1,2\n")
+    e = _refused(spark, db, str(target), "--format", "delta")
+    assert e["status"] == "invalid_input" and "not a Delta table" in e["error"]["message"]
+    assert sorted(p.name for p in target.rglob("*")) == ["data", "x.csv"]
+    e = _refused(spark, db, str(tmp_path / "absent"), "--format", "delta", "--mode",
+                 "incremental")
+    assert "no Delta table there" in e["error"]["message"]
+    created = {c.id for c in list_checkpoints("basic", store)} - before - {cp.id}
+    assert created == set()  # every refusal left no checkpoint behind
+
+
+def test_incremental_refuses_when_the_last_exports_checkpoint_is_gone(
+        spark: Any, basic: Path, tmp_path: Path) -> None:
+    db, store, to = f"file://{basic}/basic", f"file://{basic}", f"{tmp_path}/d"
+    report, code = export(spark, db, to, "--format", "delta")
+    assert code == 0, report
+    cp = report["databases"][0]["checkpoint"]["id"]
+    assert delete_checkpoint("basic", store, cp)
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert e["status"] == "data_error" and f"checkpoint {cp} not found" in e["error"]["message"]
+    assert DeltaTable(to).version() == 0
+    assert not [c for c in list_checkpoints("basic", store) if c.name == EXPORT_CHECKPOINT_NAME]
+    # after an append the table is not a checkpoint's view: incremental refuses too
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "append")
+    assert code == 0, report
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert "was an append" in e["error"]["message"]
+    assert json.loads(json.dumps(report))["databases"][0]["mode"] == "append"

@@ -1,0 +1,37 @@
+"""jobs/export.py: arguments, checked before Spark starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.export import build_parser, export_args, main
+from slatelib.errors import InvalidArgumentError
+
+
+def _args(*argv: str) -> object:
+    return build_parser().parse_args(["--db", "file:///d/db", "--to", "file:///t", *argv])
+
+
+def test_arguments_to_export_args() -> None:
+    a = export_args(_args("--format", "delta", "--mode", "incremental", "--columns", "value,seq",
+                          "--checkpoint-lifetime", "2days", "--partitions", "4"))
+    assert a.format == "delta" and a.mode == "incremental" and a.partitions == 4
+    assert a.columns == ("key", "value", "seq") and a.checkpoint_lifetime_s == 2 * 86400
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--format", "parquet", "--mode", "incremental"), "needs --format delta"),
+    (("--format", "delta", "--partitions", "0"), "--partitions"),
+    (("--format", "delta", "--checkpoint-lifetime", "soon"), "checkpoint-lifetime"),
+    (("--format", "delta", "--columns", "ttl"), "unknown column"),
+])
+def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        export_args(_args(*argv))
+
+
+def test_main_exits_2_before_spark_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--db", "file:///d/db", "--to", "file:///t", "--format", "parquet",
+                 "--mode", "incremental"])
+    assert code == 2
+    assert "needs --format delta" in capsys.readouterr().err

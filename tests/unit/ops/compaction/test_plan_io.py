@@ -1,0 +1,139 @@
+"""Planning I/O: the fast paths of ``input_views`` and ``build_tasks`` equal the plain
+per-view definitions on random manifests and ranges."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+
+from slatelib.core.compaction_plan import CompactionSpec, Policy
+from slatelib.core.compaction_source import SourceId, effective_range, estimate_view_size
+from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstHandle, SstView
+from slatelib.core.range_split import overlaps
+from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
+from slatelib.errors import CorruptObjectError
+from slatelib.format.sst import SstWriterOptions
+from slatelib.ids import Ulid
+from slatelib.objstore import open_store
+from slatelib.ops.compaction.plan_io import (
+    InputView,
+    TaskOptions,
+    build_tasks,
+    gc_paused,
+    input_views,
+)
+from slatelib.ops.compaction.task import TaskSource, TaskView
+from slatelib.store.table_store import TableStore
+
+
+def _key(rng: random.Random) -> bytes:
+    return bytes(rng.choice(b"abcdefgh") for _ in range(rng.randint(1, 4)))
+
+
+def _bound(rng: random.Random) -> Bound:
+    kind = rng.randrange(3)
+    if kind == 0:
+        return UNBOUNDED
+    return Bound.included(_key(rng)) if kind == 1 else Bound.excluded(_key(rng))
+
+
+def _range(rng: random.Random) -> BytesRange:
+    return BytesRange(_bound(rng), _bound(rng))
+
+
+def _random_spec(rng: random.Random) -> tuple[CompactionSpec, Manifest]:
+    handles: list[SstHandle] = []
+    next_id = iter(range(1, 10**6))
+
+    def sst(first: bytes, last: bytes | None) -> SstView:
+        sid = next(next_id)
+        info = SsTableInfo(first, last, rng.randint(1, 10**6), rng.randint(0, 999), 0, 0)
+        handles.append(SstHandle(Ulid(sid), info, 2))
+        visible = None if rng.random() < 0.6 else _range(rng)
+        return SstView(Ulid(next(next_id)), Ulid(sid), visible)
+
+    l0 = tuple(sst(_key(rng), None if rng.random() < 0.1 else b"zz")
+               for _ in range(rng.randint(0, 3)))
+    runs = []
+    for run_id in range(rng.randint(1, 4), 0, -1):
+        keys = sorted({_key(rng) for _ in range(rng.randint(0, 30))})
+        views = [sst(a, b) for a, b in zip(keys[::2], keys[1::2], strict=False)]
+        if views and rng.random() < 0.2:
+            views.append(sst(keys[-1] + b"z", None))  # an unbounded last view
+        if rng.random() < 0.15:
+            rng.shuffle(views)  # out of key order: build_tasks must scan such a run
+        runs.append(SortedRun(run_id, tuple(views)))
+    m = Manifest().with_trees(l0=l0, compacted=runs, new_ssts=handles)
+    spec = CompactionSpec(Policy.FULL, tuple(SourceId.run(r.id) for r in runs), 0, l0,
+                          tuple(runs), True, 0, 0)
+    return spec, m
+
+
+def _reference_views(spec: CompactionSpec, m: Manifest, tables: TableStore) -> list[InputView]:
+    l0_ids = set(spec.l0_view_ids)
+    out = []
+    for view in spec.views():
+        h = m.sst(view.sst_id)
+        tv = TaskView(view, h, tables.sst_path(h.id))
+        out.append(InputView(view, tv, effective_range(view, h.info),
+                             estimate_view_size(view, h.info), view.id in l0_ids))
+    return out
+
+
+def _reference_sources(spec: CompactionSpec, views: list[InputView],
+                       rng: BytesRange) -> tuple[TaskSource, ...]:
+    by_view = {iv.view.id: iv for iv in views}
+    sources = [(f"l0:{v.id}", [by_view[v.id]]) for v in spec.l0_views]
+    sources += [(f"sr:{r.id}", [by_view[v.id] for v in r.views]) for r in spec.runs]
+    out = []
+    for name, ivs in sources:
+        hit = tuple(iv.task_view for iv in ivs if overlaps(iv.effective, rng))
+        if hit:
+            out.append(TaskSource(name, hit))
+    return tuple(out)
+
+
+def test_input_views_and_build_tasks_equal_the_per_view_definitions() -> None:
+    tables = TableStore(open_store("memory:///"), "db")
+    opts = TaskOptions(open_store("memory:///").spec, "db", Ulid(1), SstWriterOptions(), 1 << 20,
+                       None, 4, 1 << 20, 0)
+    r = random.Random(11)
+    for _ in range(300):
+        spec, m = _random_spec(r)
+        views = input_views(spec, m, tables)
+        assert views == _reference_views(spec, m, tables)
+        ranges = [_range(r) for _ in range(r.randint(1, 6))] + [BytesRange.all()]
+        tasks = build_tasks(spec, views, ranges, opts)
+        assert [t.range for t in tasks] == ranges
+        for task, rng in zip(tasks, ranges, strict=True):
+            assert task.sources == _reference_sources(spec, views, rng)
+
+
+def test_input_views_names_a_missing_sst() -> None:
+    spec, _ = _random_spec(random.Random(2))
+    assert spec.views()
+    with pytest.raises(CorruptObjectError, match="unknown SST"):  # a manifest without them
+        input_views(spec, Manifest(), TableStore(open_store("memory:///"), "db"))
+    assert gc.isenabled()
+
+
+def test_gc_paused_nests_and_restores_the_callers_setting() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller disabled it: it stays disabled
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()

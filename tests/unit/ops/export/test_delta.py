@@ -1,0 +1,93 @@
+"""delta-rs: committing files Spark wrote, merging changes, and the export marks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.ops.export.arrow_rows import arrow_schema
+from slatelib.ops.export.delta import (
+    ExportMark,
+    check_schema,
+    commit_files,
+    last_export,
+    merge_changes,
+    refuse_unless_delta,
+    require_table,
+)
+from slatelib.ops.export.files import parquet_files
+
+SCHEMA = arrow_schema(("key", "value"))
+MARK = ExportMark("file:///db", "c1", 3, ("key", "value"))
+
+
+def _write(root: Path, name: str, rows: dict[bytes, bytes]) -> None:
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": list(rows), "value": list(rows.values())}, schema=SCHEMA),
+                   root / name)
+
+
+def _content(uri: str) -> dict[bytes, bytes]:
+    return {r["key"]: r["value"] for r in DeltaTable(uri).to_pyarrow_table().to_pylist()}
+
+
+def test_mark_round_trip() -> None:
+    assert ExportMark.from_metadata(MARK.to_metadata()) == MARK
+    assert ExportMark.from_metadata("not json") is None
+    assert ExportMark.from_metadata(None) is None
+
+
+def test_commit_then_merge(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _write(tmp_path / "t", "s1/p0.parquet", {b"a": b"1", b"b": b"2"})
+    files = list(parquet_files(uri, under="s1").values())
+    assert commit_files(uri, files, SCHEMA, mode="overwrite", mark=MARK, create=True) == 0
+    assert _content(uri) == {b"a": b"1", b"b": b"2"}
+    assert last_export(uri) == (0, MARK)
+    check_schema(uri, SCHEMA)
+    with pytest.raises(InvalidArgumentError, match="columns"):
+        check_schema(uri, arrow_schema(("key", "value", "seq")))
+    changes = pa.table({"_change": ["delete", "upsert", "upsert"], "key": [b"a", b"b", b"c"],
+                        "value": [b"1", b"20", b"3"]},
+                       schema=arrow_schema(("key", "value"), change=True))
+    mark2 = ExportMark("file:///db", "c2", 5, ("key", "value"))
+    version, metrics = merge_changes(uri, changes, ("key", "value"), mark=mark2, schema=SCHEMA)
+    assert version == 1 and metrics["num_target_rows_deleted"] == 1
+    assert _content(uri) == {b"b": b"20", b"c": b"3"}
+    assert last_export(uri) == (1, mark2)
+    # no change still records the new checkpoint
+    mark3 = ExportMark("file:///db", "c3", 6, ("key", "value"))
+    assert merge_changes(uri, changes.slice(0, 0), ("key", "value"), mark=mark3,
+                         schema=SCHEMA)[0] == 2
+    assert last_export(uri) == (2, mark3) and _content(uri) == {b"b": b"20", b"c": b"3"}
+    # an overwrite replaces every earlier file in one commit
+    _write(tmp_path / "t", "s2/p0.parquet", {b"z": b"9"})
+    files = list(parquet_files(uri, under="s2").values())
+    assert commit_files(uri, files, SCHEMA, mode="overwrite", mark=MARK, create=False) == 3
+    assert _content(uri) == {b"z": b"9"}
+
+
+def test_last_export_refuses_foreign_writes_after_the_mark() -> None:
+    history = [{"version": 5, "operation": "OPTIMIZE"},
+               {"version": 4, "operation": "WRITE", "userMetadata": MARK.to_metadata()}]
+    assert last_export("unused", history) == (4, MARK)
+    foreign = [{"version": 6, "operation": "DELETE"}, *history]
+    with pytest.raises(InvalidDbStateError, match="version 6 \\(DELETE\\)"):
+        last_export("unused", foreign)
+    with pytest.raises(InvalidDbStateError, match="no slatelib export commit"):
+        last_export("unused", [{"version": 0, "operation": "OPTIMIZE"}])
+
+
+def test_target_checks() -> None:
+    for ok in ("absent", "empty", "delta"):
+        refuse_unless_delta("t", ok)
+    with pytest.raises(InvalidArgumentError, match="not a Delta table"):
+        refuse_unless_delta("t", "other")
+    require_table("t", "delta")
+    with pytest.raises(InvalidDbStateError, match="no Delta table"):
+        require_table("t", "absent")
