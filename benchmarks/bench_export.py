@@ -13,11 +13,14 @@ L0 SSTs (default 10, about 316 MB). Every run reads a fresh copy of it.
   ``local[2]`` SparkSession in this process, ``--partitions 2``; timed per export. The
   session start (JVM, Python workers warmed up by one tiny job) is reported separately and
   excluded from the ratio (the target: at least 10x the official rows/s).
+  ``--parquet-writer arrow``: the export's opt-in writer (pyarrow in the Spark tasks, the
+  files committed by the driver) instead of Spark's own.
 
 Both count the same 2.3 M rows (asserted), and both Parquet outputs are checked to hold
 the same number of rows.
 
     .venv/bin/python benchmarks/bench_export.py [--rows 2300000] [--l0s 10] [--repeat 3]
+        [--parquet-writer spark|arrow]
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def official_export(root: Path, out: Path) -> tuple[int, float]:
     return asyncio.run(go())
 
 
-def ours(src: Path, repeat: int, partitions: int) -> dict[str, Any]:
+def ours(src: Path, repeat: int, partitions: int, parquet_writer: str) -> dict[str, Any]:
     """Session start, then ``repeat`` timed exports, each of a fresh copy."""
     t0 = time.perf_counter()
     from jobs._spark import build_spark
@@ -101,7 +104,8 @@ def ours(src: Path, repeat: int, partitions: int) -> dict[str, Any]:
             t = time.perf_counter()
             fields = run_export(spark, ExportArgs(db=f"file://{root}/{DB}",
                                                   to=f"file://{out}", format="parquet",
-                                                  partitions=partitions))
+                                                  partitions=partitions,
+                                                  parquet_writer=parquet_writer))
             runs.append({"seconds": time.perf_counter() - t, "rows": fields["rows"],
                          "bytes": fields["bytes"], "phases": fields["seconds"]})
             shutil.rmtree(root, ignore_errors=True)
@@ -120,6 +124,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--partitions", type=int, default=2)
+    p.add_argument("--parquet-writer", default="spark", choices=("spark", "arrow"),
+                   help="the export's Parquet writer (spark: Spark's own, the default)")
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args()
     src = cached_db(args.rows, args.l0s, args.seed)
@@ -140,7 +146,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         out.unlink()
         print(f"  official run {i + 1}: {secs:.2f}s, {rows} rows", flush=True)
-    mine = ours(src, args.repeat, args.partitions)
+    mine = ours(src, args.repeat, args.partitions, args.parquet_writer)
     cores_after = free_cores()
     rows = off[0]["rows"]
     assert all(r["rows"] == rows for r in off + mine["runs"]), "row counts differ"
@@ -148,7 +154,7 @@ def main() -> None:
     our_s = statistics.median(r["seconds"] for r in mine["runs"])
     results = {
         "rows": rows, "input_mb": round(nbytes / MB, 1), "repeat": args.repeat,
-        "partitions": args.partitions,
+        "partitions": args.partitions, "parquet_writer": args.parquet_writer,
         "official_s": round(off_s, 2), "official_rows_s": round(rows / off_s),
         "slatelib_s": round(our_s, 2), "slatelib_rows_s": round(rows / our_s),
         "session_s": round(mine["session_s"], 2), "cold_s": round(mine["cold"]["seconds"], 2),
@@ -161,7 +167,7 @@ def main() -> None:
     }
     print(f"official scan -> pyarrow -> Parquet: {results['official_s']}s "
           f"({results['official_rows_s']:,} rows/s)")
-    print(f"slatelib export (local[2]):         {results['slatelib_s']}s "
+    print(f"slatelib export (local[2], {args.parquet_writer} writer): {results['slatelib_s']}s "
           f"({results['slatelib_rows_s']:,} rows/s), session start {results['session_s']}s")
     print(f"ratio excluding session: {results['ratio_excluding_session']}x, including: "
           f"{results['ratio_including_session']}x; free cores {results['free_cores']}")

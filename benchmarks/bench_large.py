@@ -66,11 +66,12 @@ from slatelib.core.manifest import (  # noqa: E402
 )
 from slatelib.core.range_split import split_by_weight, view_anchor  # noqa: E402
 from slatelib.format import manifest_codec, manifest_native  # noqa: E402
+from slatelib.format.sst import SstWriterOptions  # noqa: E402
 from slatelib.ids import Ulid  # noqa: E402
 from slatelib.objstore import open_store  # noqa: E402
 from slatelib.ops.checkpoint import create_checkpoint  # noqa: E402
 from slatelib.ops.clone import create_clone  # noqa: E402
-from slatelib.ops.compaction.plan_io import input_views  # noqa: E402
+from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views  # noqa: E402
 from slatelib.ops.gc.collect import collect_garbage, gc_options  # noqa: E402
 from slatelib.paths import DbPaths  # noqa: E402
 from slatelib.reader import DbReader  # noqa: E402
@@ -192,6 +193,16 @@ def planner_figures(m: Manifest, repeat: int, suffix: str = "") -> dict[str, flo
         views = input_views(full, m, tables)
         split_by_weight([view_anchor(v.effective, v.size) for v in views], 16)
 
+    opts = TaskOptions(tables.store.spec, "big", Ulid(1), SstWriterOptions(), 256 << 20, None,
+                       4, 1 << 20, 0)
+
+    def split_and_tasks() -> None:
+        # The same, then the 16 tasks with the input views each range overlaps.
+        assert full is not None
+        views = input_views(full, m, tables)
+        ranges = split_by_weight([view_anchor(v.effective, v.size) for v in views], 16)
+        build_tasks(full, views, ranges, opts)
+
     live = LiveSet(1, m)
 
     def gc_plan() -> None:
@@ -205,6 +216,7 @@ def planner_figures(m: Manifest, repeat: int, suffix: str = "") -> dict[str, flo
         f"plan full{suffix}": median_of(
             lambda: plan_compaction(m, None, PlanOptions(policy=Policy.FULL)), repeat),
         f"range split, manifest part{suffix}": median_of(split_part, repeat),
+        f"range split + 16 tasks, manifest part{suffix}": median_of(split_and_tasks, repeat),
         f"GC plan (pure){suffix}": median_of(gc_plan, repeat),
     }
 

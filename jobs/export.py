@@ -3,12 +3,14 @@
     spark-submit jobs/export.py --db URL --to URL --format parquet|delta
         [--mode overwrite|append|incremental|auto] [--checkpoint ID] [--checkpoint-lifetime DUR]
         [--columns key,value,...] [--decode binary|utf8] [--merge-operator NAME]
-        [--partitions N] [--delta-writer auto|delta-spark|delta-rs] [--store-root URL]
+        [--partitions N] [--delta-writer auto|delta-spark|delta-rs]
+        [--parquet-writer spark|arrow] [--store-root URL]
         [--conf FILE ...] [--env-file FILE ...] [--report FILE] [-v]
 
 Thin over :func:`slatelib.spark.export.run_export` (which registers the ``slatedb`` data
 source itself): the checkpoint (``--checkpoint``, else a new one named ``slatelib-export``)
-is read in byte-balanced key ranges on the executors and written by Spark's Parquet writer;
+is read in byte-balanced key ranges on the executors and written by Spark's Parquet writer
+(``--parquet-writer arrow``: by pyarrow in the tasks, committed by the driver);
 for Delta, Spark's Delta writer when delta-spark is on the classpath, else the Parquet files
 are committed with delta-rs. ``--mode incremental`` (Delta) applies only the changes since
 the checkpoint of the table's last export with a merge, and refuses when that checkpoint is
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="key ranges to read in parallel (default: Spark's default parallelism)")
     p.add_argument("--delta-writer", default="auto", choices=("auto", "delta-spark", "delta-rs"),
                    help="auto (default): delta-spark when on the classpath, else delta-rs")
+    p.add_argument("--parquet-writer", default="spark", choices=("spark", "arrow"),
+                   help="spark (default): Spark's Parquet writer; arrow: each task writes its "
+                        "key range with pyarrow, committed once every task succeeded (faster)")
     add_common_args(p, selection=False)
     return p
 
@@ -87,7 +92,7 @@ def export_args(args: argparse.Namespace) -> ExportArgs:
         columns=parse_columns(args.columns), decode=args.decode, partitions=args.partitions,
         checkpoint_lifetime_s=parse_duration(args.checkpoint_lifetime,
                                              what="--checkpoint-lifetime"),
-        delta_writer=args.delta_writer)
+        delta_writer=args.delta_writer, parquet_writer=args.parquet_writer)
     out.check()
     return out
 

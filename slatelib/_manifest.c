@@ -1827,6 +1827,174 @@ static PyObject *ulid_names(PyObject *self, PyObject *args)
     return out;
 }
 
+/* ============================================================ compaction input views
+ *
+ * identity_input_views(views, paths, sst_map, l0_ids) -> list: for compaction planning
+ * (slatelib/ops/compaction/plan_io.py input_views), the InputView of each view that is a
+ * plain identity view: exactly an SstView with no visible range whose SST is in sst_map as
+ * exactly an SstHandle with exactly an SsTableInfo holding bytes (or None) keys and int
+ * offsets. Such an entry is
+ *     InputView(view, TaskView(view, handle, path),
+ *               BytesRange(Bound(INCLUDED, first_entry or b""),
+ *                          Bound(INCLUDED, last_entry) or UNBOUNDED when it is None),
+ *               index_offset + index_len, view.id in l0_ids)
+ * (compaction_source.view_range_and_size's identity case). Every other entry is None: the
+ * caller builds it, or raises its error, in Python. The objects are created untracked by
+ * the cyclic GC: each is frozen and holds only older objects (see untrack_frozen above).
+ * configure_planning(InputView, TaskView, BytesRange, Bound, INCLUDED, UNBOUNDED) first. */
+
+static SlotClass P_IV, P_TV, P_RANGE, P_BOUND;
+static PyObject *P_INCLUDED = NULL, *P_UNBOUNDED = NULL, *P_EMPTY = NULL;
+static int planning_configured = 0;
+static const char *IV_NAMES[] = {"view", "task_view", "effective", "size", "l0"};
+static const char *TV_NAMES[] = {"view", "handle", "path"};
+static const char *RANGE_NAMES[] = {"start", "end"};
+static const char *BOUND_NAMES[] = {"kind", "key"};
+
+static PyObject *configure_planning(PyObject *self, PyObject *args)
+{
+    PyObject *iv, *tv, *rng, *bound, *included, *unbounded;
+    if (!PyArg_ParseTuple(args, "OOOOOO:configure_planning", &iv, &tv, &rng, &bound,
+                          &included, &unbounded))
+        return NULL;
+    if (slot_class(&P_IV, iv, IV_NAMES, 5) < 0 || slot_class(&P_TV, tv, TV_NAMES, 3) < 0 ||
+        slot_class(&P_RANGE, rng, RANGE_NAMES, 2) < 0 ||
+        slot_class(&P_BOUND, bound, BOUND_NAMES, 2) < 0)
+        return NULL;
+    if (P_EMPTY == NULL && (P_EMPTY = PyBytes_FromStringAndSize("", 0)) == NULL)
+        return NULL;
+    Py_INCREF(included);
+    Py_XSETREF(P_INCLUDED, included);
+    Py_INCREF(unbounded);
+    Py_XSETREF(P_UNBOUNDED, unbounded);
+    planning_configured = 1;
+    Py_RETURN_NONE;
+}
+
+/* Borrowed; NULL when the slot is unset. */
+static inline PyObject *slot_of(PyObject *obj, SlotClass *sc, int i)
+{
+    return *(PyObject **)((char *)obj + sc->off[i]);
+}
+
+/* A new untracked instance of sc with its fields (new references taken here). */
+static PyObject *build_untracked(SlotClass *sc, PyObject **fields)
+{
+    PyObject *o = new_atomic_instance(sc);
+    if (o == NULL)
+        return NULL;
+    for (int i = 0; i < sc->nfields; i++) {
+        Py_INCREF(fields[i]);
+        set_slot(o, sc, i, fields[i]);
+    }
+    return o;
+}
+
+static PyObject *identity_input_view(PyObject *view, PyObject *path, PyObject *sst_map,
+                                     PyObject *l0_ids)
+{
+    /* Returns a new InputView, Py_None (new reference) when not a plain identity view, or
+     * NULL with an exception. */
+    if (Py_TYPE(view) != VIEW.tp || slot_of(view, &VIEW, V_RANGE) != Py_None)
+        Py_RETURN_NONE;
+    PyObject *vid = slot_of(view, &VIEW, V_ID), *sid = slot_of(view, &VIEW, V_SST);
+    if (vid == NULL || sid == NULL)
+        Py_RETURN_NONE;
+    PyObject *handle = PyDict_GetItemWithError(sst_map, sid);
+    if (handle == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (Py_TYPE(handle) != HANDLE.tp)
+        Py_RETURN_NONE;
+    PyObject *info = slot_of(handle, &HANDLE, H_INFO);
+    if (info == NULL || Py_TYPE(info) != INFO.tp)
+        Py_RETURN_NONE;
+    PyObject *first = slot_of(info, &INFO, INFO_FIRST), *last = slot_of(info, &INFO, INFO_LAST);
+    PyObject *ioff = slot_of(info, &INFO, INFO_INDEX_OFF);
+    PyObject *ilen = slot_of(info, &INFO, INFO_INDEX_LEN);
+    if (first == NULL || last == NULL || ioff == NULL || ilen == NULL ||
+        !(first == Py_None || PyBytes_CheckExact(first)) ||
+        !(last == Py_None || PyBytes_CheckExact(last)) || !PyLong_CheckExact(ioff) ||
+        !PyLong_CheckExact(ilen))
+        Py_RETURN_NONE;
+    int is_l0 = PySet_Contains(l0_ids, vid);
+    if (is_l0 < 0)
+        return NULL;
+    PyObject *start_key = (first == Py_None || PyBytes_GET_SIZE(first) == 0) ? P_EMPTY : first;
+    PyObject *f[5];
+    PyObject *start = NULL, *end = NULL, *eff = NULL, *tv = NULL, *size = NULL, *iv = NULL;
+    f[0] = P_INCLUDED;
+    f[1] = start_key;
+    if ((start = build_untracked(&P_BOUND, f)) == NULL)
+        goto done;
+    if (last == Py_None) {
+        end = P_UNBOUNDED;
+        Py_INCREF(end);
+    } else {
+        f[1] = last;
+        if ((end = build_untracked(&P_BOUND, f)) == NULL)
+            goto done;
+    }
+    f[0] = start;
+    f[1] = end;
+    if ((eff = build_untracked(&P_RANGE, f)) == NULL)
+        goto done;
+    f[0] = view;
+    f[1] = handle;
+    f[2] = path;
+    if ((tv = build_untracked(&P_TV, f)) == NULL)
+        goto done;
+    if ((size = PyNumber_Add(ioff, ilen)) == NULL)
+        goto done;
+    f[0] = view;
+    f[1] = tv;
+    f[2] = eff;
+    f[3] = size;
+    f[4] = is_l0 ? Py_True : Py_False;
+    iv = build_untracked(&P_IV, f);
+done:
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_XDECREF(eff);
+    Py_XDECREF(tv);
+    Py_XDECREF(size);
+    return iv;
+}
+
+static PyObject *identity_input_views(PyObject *self, PyObject *args)
+{
+    PyObject *views, *paths, *sst_map, *l0_ids;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:identity_input_views", &PyList_Type, &views,
+                          &PyList_Type, &paths, &PyDict_Type, &sst_map, &PySet_Type, &l0_ids))
+        return NULL;
+    if (check_configured() < 0)
+        return NULL;
+    if (!planning_configured) {
+        PyErr_SetString(PyExc_RuntimeError, "identity_input_views: configure_planning() first");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(views);
+    if (PyList_GET_SIZE(paths) != n) {
+        PyErr_SetString(PyExc_ValueError, "identity_input_views: one path per view");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *iv = identity_input_view(PyList_GET_ITEM(views, i), PyList_GET_ITEM(paths, i),
+                                           sst_map, l0_ids);
+        if (iv == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, iv);
+    }
+    return out;
+}
+
 /* encode_v2(manifest, view_problem, size_hint) -> bytes (version prefix included) */
 static PyObject *encode_v2(PyObject *self, PyObject *args)
 {
@@ -1972,6 +2140,10 @@ static PyMethodDef methods[] = {
     {"forget_tree", forget_tree, METH_NOARGS, "forget_tree(): drop the kept tree"},
     {"ulid_names", ulid_names, METH_VARARGS,
      "ulid_names(head, tail, ids) -> list of head + Crockford ULID text + tail"},
+    {"configure_planning", configure_planning, METH_VARARGS,
+     "configure_planning(InputView, TaskView, BytesRange, Bound, INCLUDED, UNBOUNDED)"},
+    {"identity_input_views", identity_input_views, METH_VARARGS,
+     "identity_input_views(views, paths, sst_map, l0_ids) -> list of InputView or None"},
     {"untrack_frozen", untrack_frozen, METH_VARARGS,
      "untrack_frozen(objects, types) -> int: untrack objects of exactly these (frozen, "
      "acyclic) classes from the cyclic GC, and those of them they reach"},

@@ -217,6 +217,8 @@ class RunKeys(NamedTuple):
     """Start keys (an unbounded start as ``b""``), nondecreasing."""
     ends: list[bytes]
     """Bounded end keys, nondecreasing; views past ``len(ends)`` have an unbounded end."""
+    nonempty: list[bool]
+    """``not effective[i].is_empty()``."""
 
 
 def run_keys(effective: Sequence[BytesRange]) -> RunKeys | None:
@@ -224,19 +226,26 @@ def run_keys(effective: Sequence[BytesRange]) -> RunKeys | None:
     nondecreasing (then only a scan of every view is correct)."""
     starts: list[bytes] = []
     ends: list[bytes] = []
+    nonempty: list[bool] = []
     unbounded_end = False
+    included, unbounded = BoundKind.INCLUDED, BoundKind.UNBOUNDED
     for eff in effective:
-        s = eff.start.key if eff.start.kind != BoundKind.UNBOUNDED else b""
+        start, end = eff.start, eff.end
+        s = b"" if start.kind == unbounded else start.key
         if starts and s < starts[-1]:  # type: ignore[operator]
             return None
         starts.append(s)  # type: ignore[arg-type]
-        if eff.end.kind == BoundKind.UNBOUNDED:
+        if end.kind == unbounded:
             unbounded_end = True
-        elif unbounded_end or (ends and eff.end.key < ends[-1]):  # type: ignore[operator]
+        elif unbounded_end or (ends and end.key < ends[-1]):  # type: ignore[operator]
             return None
         else:
-            ends.append(eff.end.key)  # type: ignore[arg-type]
-    return RunKeys(effective, starts, ends)
+            ends.append(end.key)  # type: ignore[arg-type]
+        if start.kind == included and end.kind == included:  # is_empty's first case, inlined
+            nonempty.append(start.key <= end.key)  # type: ignore[operator]
+        else:
+            nonempty.append(not eff.is_empty())
+    return RunKeys(effective, starts, ends, nonempty)
 
 
 def overlapping_views(keys: RunKeys, task_range: BytesRange) -> list[int]:
@@ -246,11 +255,25 @@ def overlapping_views(keys: RunKeys, task_range: BytesRange) -> list[int]:
 
     Views before the first whose end key reaches ``task_range``'s start key end strictly
     before it, and views from the first whose start key passes its end key start strictly
-    after it (both key lists are nondecreasing), so only the views between are tested.
+    after it (both key lists are nondecreasing), so only the views between are candidates.
+    A candidate that starts strictly after the range's start key and ends strictly before
+    its end key lies inside the range, so it overlaps exactly when it is not empty; the
+    others (at the range's edges) take the exact :func:`overlaps` test.
     """
     start, end = task_range.start, task_range.end
-    lo = 0 if start.kind == BoundKind.UNBOUNDED else bisect_left(keys.ends, start.key or b"")
-    hi = (len(keys.effective) if end.kind == BoundKind.UNBOUNDED
-          else bisect_right(keys.starts, end.key or b""))
-    eff = keys.effective
-    return [i for i in range(lo, hi) if overlaps(eff[i], task_range)]
+    s_key = None if start.kind == BoundKind.UNBOUNDED else start.key or b""
+    e_key = None if end.kind == BoundKind.UNBOUNDED else end.key or b""
+    starts, ends, nonempty, eff = keys.starts, keys.ends, keys.nonempty, keys.effective
+    lo = 0 if s_key is None else bisect_left(ends, s_key)
+    hi = len(eff) if e_key is None else bisect_right(starts, e_key)
+    n_ends = len(ends)
+    out = []
+    for i in range(lo, hi):
+        inside = (s_key is None or starts[i] > s_key) and (
+            e_key is None if i >= n_ends else (e_key is None or ends[i] < e_key))
+        if inside:
+            if nonempty[i]:
+                out.append(i)
+        elif overlaps(eff[i], task_range):
+            out.append(i)
+    return out

@@ -148,15 +148,8 @@ class SlateDbReader(DataSourceReader):
                 for changes, rows in diff_task_rows(partition.diff, store=store):
                     yield to_batch(rows, self.schema, changes=changes)
             else:
-                import os as _os
-                _n = int(_os.environ.get("P6_SLICE", "0"))
                 for rows in scan_task_rows(task, store=store):
-                    b = to_batch(rows, self.schema)
-                    if _n:
-                        for off in range(0, b.num_rows, _n):
-                            yield b.slice(off, _n)
-                    else:
-                        yield b
+                    yield to_batch(rows, self.schema)
         except ObjectMissingError as exc:
             raise InvalidDbStateError(
                 f"reading checkpoint {task.checkpoint_id} (manifest {task.manifest_id}) of "

@@ -1,7 +1,10 @@
 """Export a checkpoint of a database to Parquet or Delta on Spark (thin over
 :mod:`slatelib.ops.export`; design: docs/rfcs/0011-spark-datasource-and-export.md).
 
-- Parquet: the ``slatedb`` DataFrame written by Spark's Parquet writer.
+- Parquet: the ``slatedb`` DataFrame written by Spark's Parquet writer; or, with
+  ``parquet_writer="arrow"``, the data source's partitions written by pyarrow in Spark tasks
+  and committed by the driver once all succeeded (:mod:`slatelib.ops.export.arrow_parquet`;
+  it skips Spark's row-based ingest and writer).
 - Delta, when delta-spark's classes are on the classpath: Spark's Delta writer (and its
   merge for incremental exports). Otherwise (no Maven here, so no delta-spark jars): Spark
   writes Parquet files into a new folder inside the table, and delta-rs commits exactly
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +37,7 @@ from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.checkpoint import delete_checkpoint
+from slatelib.ops.export import arrow_parquet
 from slatelib.ops.export import delta as deltars
 from slatelib.ops.export.arrow_rows import DEFAULT_COLUMNS, arrow_schema
 from slatelib.ops.export.files import DELTA, DataFile, delete_dir, parquet_files, target_state
@@ -48,12 +53,16 @@ from slatelib.spark.options import split_db
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.datasource import InputPartition
+
+    from slatelib.spark.datasource import SlateDbReader
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("parquet", "delta")
 MODES = ("overwrite", "append", "incremental", "auto")
 DELTA_WRITERS = ("auto", "delta-spark", "delta-rs")
+PARQUET_WRITERS = ("spark", "arrow")
 DEFAULT_EXPORT_LIFETIME_S = 7 * 24 * 3600.0
 
 
@@ -74,6 +83,7 @@ class ExportArgs:
     min_partition_bytes: int | None = None
     checkpoint_lifetime_s: float = DEFAULT_EXPORT_LIFETIME_S
     delta_writer: str = "auto"
+    parquet_writer: str = "spark"
 
     def check(self) -> None:
         """Raises:
@@ -88,6 +98,11 @@ class ExportArgs:
         if self.delta_writer not in DELTA_WRITERS:
             raise InvalidArgumentError(
                 f"--delta-writer must be one of {DELTA_WRITERS}, got {self.delta_writer!r}")
+        if self.parquet_writer not in PARQUET_WRITERS:
+            raise InvalidArgumentError(f"--parquet-writer must be one of {PARQUET_WRITERS}, "
+                                       f"got {self.parquet_writer!r}")
+        if self.parquet_writer != "spark" and self.format != "parquet":
+            raise InvalidArgumentError("--parquet-writer arrow needs --format parquet")
         if self.checkpoint_lifetime_s < 1:
             raise InvalidArgumentError("--checkpoint-lifetime must be at least 1s")
 
@@ -116,22 +131,27 @@ class _Run:
         self.created: PinnedCheckpoint | None = None
 
     # ------------------------------------------------------------------ the source
-    def frame(self, new: PinnedCheckpoint, since: PinnedCheckpoint | None) -> DataFrame:
+    def read_options(self, new: PinnedCheckpoint,
+                     since: PinnedCheckpoint | None) -> dict[str, str]:
+        """The ``slatedb`` source's options for reading ``new`` (and diffing from
+        ``since``)."""
         a = self.args
-        reader = (self.spark.read.format(FORMAT_NAME).option("db", a.db)
-                  .option("checkpoint", str(new.checkpoint.id))
-                  .option("columns", ",".join(a.columns)).option("decode", a.decode)
-                  .option("partitions", str(a.partitions
-                                            or self.spark.sparkContext.defaultParallelism)))
+        options = {"db": a.db, "checkpoint": str(new.checkpoint.id),
+                   "columns": ",".join(a.columns), "decode": a.decode,
+                   "partitions": str(a.partitions or self.spark.sparkContext.defaultParallelism)}
         if a.store_root:
-            reader = reader.option("store_root", a.store_root)
+            options["store_root"] = a.store_root
         if a.merge_operator:
-            reader = reader.option("merge_operator", a.merge_operator)
+            options["merge_operator"] = a.merge_operator
         if a.min_partition_bytes:
-            reader = reader.option("min_partition_bytes", str(a.min_partition_bytes))
+            options["min_partition_bytes"] = str(a.min_partition_bytes)
         if since is not None:
-            reader = reader.option("since_checkpoint", str(since.checkpoint.id))
-        return reader.load()
+            options["since_checkpoint"] = str(since.checkpoint.id)
+        return options
+
+    def frame(self, new: PinnedCheckpoint, since: PinnedCheckpoint | None) -> DataFrame:
+        return (self.spark.read.format(FORMAT_NAME)
+                .options(**self.read_options(new, since)).load())
 
     def pin_new(self) -> PinnedCheckpoint:
         a = self.args
@@ -197,7 +217,7 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     run = _Run(spark, args, clock)
     since: PinnedCheckpoint | None = None
     previous: str | None = None
-    writer = "spark-parquet"
+    writer = "arrow-parquet" if args.parquet_writer == "arrow" else "spark-parquet"
     if args.format == "parquet":
         if state == DELTA:
             raise InvalidArgumentError(
@@ -274,6 +294,8 @@ def _write(run: _Run, writer: str, new: PinnedCheckpoint, since: PinnedCheckpoin
            state: str) -> dict[str, Any]:
     args = run.args
     t = time.monotonic()
+    if args.format == "parquet" and args.parquet_writer == "arrow":
+        return _write_arrow_parquet(run, new, t)
     df = run.frame(new, since)
     exact = args.mode != "append"
     if args.format == "parquet":
@@ -310,6 +332,44 @@ def _write(run: _Run, writer: str, new: PinnedCheckpoint, since: PinnedCheckpoin
         raise
     run.seconds["commit"] = round(time.monotonic() - t, 3)
     return {**_files_fields(files), "delta_version": version}
+
+
+def _write_arrow_parquet(run: _Run, new: PinnedCheckpoint, t: float) -> dict[str, Any]:
+    """``--parquet-writer arrow``: the data source's planning on the driver, one Spark task
+    per partition writing its batches with pyarrow, the files committed by the driver once
+    every task succeeded (:mod:`slatelib.ops.export.arrow_parquet`)."""
+    from slatelib.spark.datasource import SlateDbReader
+    from slatelib.spark.options import ReadOptions
+
+    args = run.args
+    reader = SlateDbReader(ReadOptions.parse(run.read_options(new, None)))
+    parts = list(reader.partitions())
+    job = uuid.uuid4().hex[:16]
+    uri = args.to
+    try:
+        written = (run.spark.sparkContext.parallelize(list(enumerate(parts)), len(parts))
+                   .mapPartitions(lambda it: _arrow_tasks(reader, uri, job, it)).collect())
+        run.seconds["write"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        # every planned partition must have been written: commit_parts checks each file
+        names = set(arrow_parquet.commit_parts(uri, job, range(len(parts)), args.mode))
+    except BaseException:
+        arrow_parquet.abort(uri, job)
+        raise
+    run.seconds["commit"] = round(time.monotonic() - t, 3)
+    files = [f for p, f in parquet_files(uri).items() if p in names]
+    fields = _files_fields(files)
+    if fields["rows"] != sum(rows for _, rows in written):
+        raise SlateError(f"export to {uri}: the committed files hold {fields['rows']} rows, "
+                         f"the tasks wrote {sum(rows for _, rows in written)}")
+    return fields
+
+
+def _arrow_tasks(reader: SlateDbReader, uri: str, job: str,
+                 items: Iterable[tuple[int, InputPartition]]) -> Iterator[tuple[int, int]]:
+    """Executor side of :func:`_write_arrow_parquet`: ``(index, rows)`` per partition."""
+    for index, part in items:
+        yield index, arrow_parquet.write_part(uri, job, index, reader.schema, reader.read(part))
 
 
 def _cast(table: pa.Table, run: _Run) -> pa.Table:
@@ -357,5 +417,5 @@ def _write_delta_spark(run: _Run, df: DataFrame, mark: deltars.ExportMark, incre
             "delta_version": int(last.get("version", -1))}
 
 
-__all__ = ["DELTA_WRITERS", "FORMATS", "MODES", "ExportArgs", "delta_spark_available",
+__all__ = ["DELTA_WRITERS", "FORMATS", "MODES", "PARQUET_WRITERS", "ExportArgs", "delta_spark_available",
            "run_export"]

@@ -321,6 +321,24 @@ class SstReader:
         """One past the last block that may hold keys below (or at) ``end``."""
         return self._end_block_for(self.index(), end, inclusive=inclusive)
 
+    def _block_span(self, start: bytes | None, end: bytes | None,
+                    end_inclusive: bool) -> tuple[SstIndex, int, int] | None:
+        """The index and the blocks ``[lo, hi)`` that may hold keys of the range, or None
+        when the SST's key range misses it (no I/O then). The index is held by the caller
+        for the whole scan, whatever the cache evicts meanwhile."""
+        info = self.info
+        if start is not None and info.last_entry is not None and info.last_entry < start:
+            return None
+        if end is not None and info.first_entry is not None:
+            if info.first_entry > end or (info.first_entry == end and not end_inclusive):
+                return None
+        idx = self.index()
+        n = len(idx.offsets)
+        lo = 0 if start is None else self._first_block_for(idx, start)
+        hi = n if end is None else max(
+            lo + 1, self._end_block_for(idx, end, inclusive=end_inclusive))
+        return idx, lo, min(hi, n)
+
     def iter_range(
         self, start: bytes | None = None, end: bytes | None = None, *, end_inclusive: bool = False
     ) -> Iterator[Row]:
@@ -330,18 +348,10 @@ class SstReader:
             SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
                 (and the block).
         """
-        info = self.info
-        if start is not None and info.last_entry is not None and info.last_entry < start:
+        span = self._block_span(start, end, end_inclusive)
+        if span is None:
             return
-        if end is not None and info.first_entry is not None:
-            if info.first_entry > end or (info.first_entry == end and not end_inclusive):
-                return
-        idx = self.index()  # held for the whole scan, whatever the cache evicts meanwhile
-        n = len(idx.offsets)
-        lo = 0 if start is None else self._first_block_for(idx, start)
-        hi = n if end is None else max(
-            lo + 1, self._end_block_for(idx, end, inclusive=end_inclusive))
-        hi = min(hi, n)
+        idx, lo, hi = span
         for rows in self.iter_blocks(lo, hi, idx):
             for row in rows:
                 k = row[0]
@@ -362,18 +372,10 @@ class SstReader:
             SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
                 (and the block).
         """
-        info = self.info
-        if start is not None and info.last_entry is not None and info.last_entry < start:
+        span = self._block_span(start, end, end_inclusive)
+        if span is None:
             return
-        if end is not None and info.first_entry is not None:
-            if info.first_entry > end or (info.first_entry == end and not end_inclusive):
-                return
-        idx = self.index()  # held for the whole scan, whatever the cache evicts meanwhile
-        n = len(idx.offsets)
-        lo = 0 if start is None else self._first_block_for(idx, start)
-        hi = n if end is None else max(
-            lo + 1, self._end_block_for(idx, end, inclusive=end_inclusive))
-        hi = min(hi, n)
+        idx, lo, hi = span
         find_end = bisect_right if end_inclusive else bisect_left
         for rows in self.iter_blocks(lo, hi, idx, cache_blocks=False):
             if not rows:

@@ -6,12 +6,14 @@ committed."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
@@ -21,6 +23,7 @@ from jobs.export import build_parser, run
 from slatelib import Db, DbReader, create_checkpoint, delete_checkpoint, list_checkpoints
 from slatelib.config import Settings
 from slatelib.ops.compaction import run_compaction
+from slatelib.ops.export.arrow_rows import arrow_schema
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
 from slatelib.testing.clock import FakeClock
 from tests.conftest import GOLDEN_DIR, load_expected
@@ -71,6 +74,32 @@ def test_parquet_export_of_an_official_fixture(spark: Any, basic: Path, tmp_path
     # a Parquet export does not keep its checkpoint
     assert not [c for c in list_checkpoints("basic", f"file://{basic}")
                 if c.name == EXPORT_CHECKPOINT_NAME]
+
+
+def test_parquet_export_with_the_arrow_writer(spark: Any, basic: Path, tmp_path: Path) -> None:
+    to = f"file://{tmp_path}/pq"
+    (tmp_path / "pq").mkdir()
+    (tmp_path / "pq" / "stale.parquet").write_bytes(b"replaced by the overwrite")
+    report, code = export(spark, f"file://{basic}/basic", to, "--format", "parquet",
+                          "--parquet-writer", "arrow")
+    assert code == 0, report
+    entry = report["databases"][0]
+    live = {k.encode(): v.encode() for k, v in load_expected("basic")["live"].items()}
+    assert entry["rows"] == len(live) and entry["files"] >= 1 and entry["bytes"] > 0
+    assert entry["writer"] == "arrow-parquet"
+    names = sorted(p.name for p in (tmp_path / "pq").iterdir())
+    assert names[0] == "_SUCCESS"
+    assert all(re.fullmatch(r"part-\d{5}-[0-9a-f]{16}\.snappy\.parquet", n) for n in names[1:])
+    assert not (tmp_path / "pq" / "stale.parquet").exists()
+    assert pq.read_table(tmp_path / "pq").schema.equals(arrow_schema(("key", "value")))
+    got = spark.read.parquet(to)
+    assert {bytes(r.key): bytes(r.value) for r in got.collect()} == live
+    assert not [c for c in list_checkpoints("basic", f"file://{basic}")
+                if c.name == EXPORT_CHECKPOINT_NAME]
+    report, code = export(spark, f"file://{basic}/basic", to, "--format", "parquet",
+                          "--parquet-writer", "arrow", "--mode", "append")
+    assert code == 0, report
+    assert spark.read.parquet(to).count() == 2 * len(live)
 
 
 def test_delta_full_and_incremental_exports(spark: Any, tmp_path: Path) -> None:

@@ -82,11 +82,12 @@ class InputView:
 def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) -> list[InputView]:
     """Every input view of ``spec`` with its handle, object path, keys and size.
 
-    One :class:`InputView` and one :class:`TaskView` per view, built without the frozen
-    dataclasses' ``__init__`` (a full compaction of a large database has one per SST; see
-    docs/rfcs/0014-large-manifest-planning.md); the same values as
-    ``InputView(view, TaskView(view, handle, path), effective_range(...),
-    estimate_view_size(...), is_l0)``.
+    One :class:`InputView` and one :class:`TaskView` per view (a full compaction of a large
+    database has one per SST; see docs/rfcs/0014-large-manifest-planning.md), with the
+    values of ``InputView(view, TaskView(view, handle, path), effective_range(...),
+    estimate_view_size(...), is_l0)``: plain identity views natively
+    (``identity_input_views``) when the extension is built, the others without the frozen
+    dataclasses' ``__init__``; none of them tracked by the cyclic GC afterwards.
 
     Raises:
         CorruptObjectError: a view of the spec has no SST in the manifest.
@@ -103,7 +104,15 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
     out: list[InputView] = []
     append = out.append
     with gc_paused():
-        for view, path in zip(views, paths, strict=True):
+        native = _native_planning()
+        sst_map = manifest.sst_map
+        built: list[InputView | None] = (
+            native.identity_input_views(views, paths, sst_map, l0_ids)
+            if native is not None and isinstance(sst_map, dict) else [None] * len(views))
+        for view, path, done in zip(views, paths, built, strict=True):
+            if done is not None:  # a plain identity view, built natively
+                append(done)
+                continue
             handle = sst(view.sst_id)
             tv = new(TaskView)
             set_view(tv, view)
@@ -138,6 +147,19 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
 
 
 _ZERO_NAME = ulid_to_str(0)
+_configured: list[object] = []  # the extension configure_planning() was called on
+
+
+def _native_planning() -> manifest_native.ManifestExt | None:
+    """The extension, configured with the planning classes, or None without it."""
+    ext = manifest_native.ext
+    if ext is None:
+        return None
+    if not _configured or _configured[0] is not ext:
+        ext.configure_planning(InputView, TaskView, BytesRange, Bound, BoundKind.INCLUDED,
+                               UNBOUNDED)
+        _configured[:] = [ext]
+    return ext
 
 
 def _sst_paths(tables: TableStore, external: dict[Ulid, str],

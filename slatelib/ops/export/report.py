@@ -2,7 +2,7 @@
 
 A database entry has ``checkpoint`` (``id``, ``manifest_id``, ``created``: made by this run),
 ``target``, ``format``, ``mode``, ``writer`` (which path wrote it: ``spark-parquet``,
-``delta-spark`` or ``delta-rs``), ``rows``, ``bytes``, ``files``, ``delta_version``, for an
+``arrow-parquet``, ``delta-spark`` or ``delta-rs``), ``rows``, ``bytes``, ``files``, ``delta_version``, for an
 incremental export ``since`` (the previous checkpoint) and ``changes`` (``upserts``,
 ``deletes``), and ``seconds`` per phase (``plan``, ``write``, ``commit``). Pure.
 """

@@ -378,3 +378,44 @@ def test_reference_path_runs_without_the_extension() -> None:
         cwd=REPO, env=env, capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+# ------------------------------------------------------------ planning helpers
+def test_ulid_names_equal_ulid_to_str_on_random_ids() -> None:
+    import random
+
+    from slatelib.ids import ULID_MAX, ulid_to_str
+
+    assert ext is not None
+    r = random.Random(17)
+    ids = [0, 1, ULID_MAX, 1 << 64, (1 << 64) - 1, 1 << 125] + [
+        r.getrandbits(r.randint(1, 128)) for _ in range(5000)]
+    assert ext.ulid_names("db/compacted/", ".sst", ids) == [
+        f"db/compacted/{ulid_to_str(i)}.sst" for i in ids]
+    assert ext.ulid_names("", "", []) == []
+    for bad in (-1, ULID_MAX + 1):
+        with pytest.raises(OverflowError):
+            ext.ulid_names("", "", [bad])
+    with pytest.raises(TypeError):
+        ext.ulid_names("", "", ["01ARZ3NDEKTSV4RRFFQ69G5FAV"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="ASCII"):
+        ext.ulid_names("bücher/", "", [1])
+
+
+def test_untrack_frozen_untracks_only_the_given_classes_through_their_fields() -> None:
+    assert ext is not None
+    shared = Bound.included(b"a")
+    rngs = [BytesRange(shared, Bound.excluded(b"z%d" % i)) for i in range(100)]
+    holder = [SstView(Ulid(i), Ulid(i), r) for i, r in enumerate(rngs)]
+    assert all(gc.is_tracked(r) and gc.is_tracked(r.end) for r in rngs)
+    # The views are not of the given classes: neither they nor what they hold are touched.
+    assert ext.untrack_frozen(holder, (BytesRange, Bound)) == 0
+    assert all(gc.is_tracked(r) for r in rngs)
+    # Ranges and their bounds (the shared one once), not the BoundKind members they hold.
+    assert ext.untrack_frozen(list(rngs), (BytesRange, Bound)) == 100 + 100 + 1
+    assert not any(gc.is_tracked(r) or gc.is_tracked(r.end) for r in rngs)
+    assert not gc.is_tracked(shared) and gc.is_tracked(shared.kind)
+    assert rngs[5] == BytesRange(Bound.included(b"a"), Bound.excluded(b"z5"))  # still intact
+    assert ext.untrack_frozen(list(rngs), (BytesRange, Bound)) == 0
+    with pytest.raises(TypeError):
+        ext.untrack_frozen(rngs, (BytesRange, "Bound"))  # type: ignore[arg-type]

@@ -17,6 +17,9 @@ def test_arguments_to_export_args() -> None:
                           "--checkpoint-lifetime", "2days", "--partitions", "4"))
     assert a.format == "delta" and a.mode == "incremental" and a.partitions == 4
     assert a.columns == ("key", "value", "seq") and a.checkpoint_lifetime_s == 2 * 86400
+    assert a.parquet_writer == "spark"
+    assert export_args(_args("--format", "parquet", "--parquet-writer", "arrow")
+                       ).parquet_writer == "arrow"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -24,6 +27,7 @@ def test_arguments_to_export_args() -> None:
     (("--format", "delta", "--partitions", "0"), "--partitions"),
     (("--format", "delta", "--checkpoint-lifetime", "soon"), "checkpoint-lifetime"),
     (("--format", "delta", "--columns", "ttl"), "unknown column"),
+    (("--format", "delta", "--parquet-writer", "arrow"), "needs --format parquet"),
 ])
 def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):

@@ -14,6 +14,7 @@ from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstHandle, 
 from slatelib.core.range_split import overlaps
 from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
 from slatelib.errors import CorruptObjectError
+from slatelib.format import manifest_native
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
@@ -95,7 +96,14 @@ def _reference_sources(spec: CompactionSpec, views: list[InputView],
     return tuple(out)
 
 
-def test_input_views_and_build_tasks_equal_the_per_view_definitions() -> None:
+@pytest.mark.parametrize("native", [True, False])
+def test_input_views_and_build_tasks_equal_the_per_view_definitions(
+    native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if native:
+        assert manifest_native.ext is not None, "slatelib._manifest is not built"
+    else:  # the pure-Python path (extension absent or SLATELIB_NO_NATIVE=1)
+        monkeypatch.setattr(manifest_native, "ext", None)
     tables = TableStore(open_store("memory:///"), "db")
     opts = TaskOptions(open_store("memory:///").spec, "db", Ulid(1), SstWriterOptions(), 1 << 20,
                        None, 4, 1 << 20, 0)
@@ -137,3 +145,33 @@ def test_gc_paused_nests_and_restores_the_callers_setting() -> None:
     with pytest.raises(ValueError), gc_paused():
         raise ValueError("boom")
     assert gc.isenabled()
+
+
+def test_the_native_builder_makes_exactly_the_plain_identity_views() -> None:
+    from slatelib.ops.compaction.plan_io import _native_planning
+
+    ext = _native_planning()
+    assert ext is not None, "slatelib._manifest is not built"
+    tables = TableStore(open_store("memory:///"), "db")
+    r = random.Random(23)
+    native = python = 0
+    for _ in range(100):
+        spec, m = _random_spec(r)
+        views = spec.views()
+        paths = [tables.sst_path(v.sst_id) for v in views]
+        built = ext.identity_input_views(views, paths, m.sst_map, set(spec.l0_view_ids))
+        for view, got, want in zip(views, built, _reference_views(spec, m, tables), strict=True):
+            if view.visible_range is not None:
+                assert got is None
+                python += 1
+            else:
+                assert got == want and not gc.is_tracked(got)
+                assert got.effective.start.key == (m.sst(view.sst_id).info.first_entry or b"")
+                native += 1
+    assert native > 200 and python > 50
+    # An SST missing from the map is left to the Python path (which names it).
+    spec, m = _random_spec(r)
+    views = spec.views()
+    assert ext.identity_input_views(views, ["p"] * len(views), {}, set()) == [None] * len(views)
+    with pytest.raises(ValueError, match="one path per view"):
+        ext.identity_input_views(views, [], {}, set())
