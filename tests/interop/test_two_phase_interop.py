@@ -19,7 +19,7 @@ from slatelib.objstore import open_store
 from slatelib.objstore.two_phase import TwoPhaseObjectStore
 from slatelib.ops.compaction import run_compaction
 from slatelib.ops.gc.collect import collect_garbage
-from tests.integration.test_two_phase_db import CHILD, MAINTENANCE_CHILD, acked
+from tests.integration.test_two_phase_db import CHILD, MAINTENANCE_CHILD, acked, cas_for
 from tests.interop.official import read_all
 from tests.unit.writer.support import writer_settings
 
@@ -28,11 +28,14 @@ pytestmark = pytest.mark.interop
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("kind", "phase"), [("wal", "recorded"), ("manifest", "copied")])
-def test_the_official_reader_reads_a_two_phase_database(tmp_path: Path, kind: str,
-                                                         phase: str) -> None:
+@pytest.mark.parametrize(("backend", "kind", "phase"), [("sqlite", "wal", "recorded"),
+                                                        ("sqlite", "manifest", "copied"),
+                                                        ("postgresql", "manifest", "recorded")])
+def test_the_official_reader_reads_a_two_phase_database(
+        request: pytest.FixtureRequest, tmp_path: Path, backend: str, kind: str,
+        phase: str) -> None:
     root = tmp_path / "root"
-    cas = f"sqlite://{tmp_path}/cas.sqlite"
+    cas = cas_for(backend, request, tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", CHILD, f"file://{root}", cas, kind, phase, str(tmp_path / "acks")],
         capture_output=True, text=True, timeout=60, cwd=REPO,
@@ -49,6 +52,8 @@ def test_the_official_reader_reads_a_two_phase_database(tmp_path: Path, kind: st
     # slatelib finishes the interrupted write, compacts and collects through two-phase CAS.
     store = open_store(f"file://{root}", cas=cas, conditional_writes=False)
     assert isinstance(store, TwoPhaseObjectStore)
+    interrupted = store.records("db", committed=False)  # the kill left its record behind
+    assert len(interrupted) == 1 and f"/{kind}/" in interrupted[0].destination, interrupted
     with DbReader.open("db", store, mode="latest") as reader:
         expected = dict(reader.scan())
     with Db.open("db", store, writer_settings()) as db:
@@ -59,6 +64,7 @@ def test_the_official_reader_reads_a_two_phase_database(tmp_path: Path, kind: st
         "committed"
     collect_garbage("db", store, min_age=0, force=True, dry_run=False)
     store.collect(min_age_s=0)
+    assert store.records("db", committed=False) == []
     assert sorted(read_all(root, "db")) == sorted(expected.items())
     names = {p.relative_to(root).as_posix() for p in (root / "db").rglob("*") if p.is_file()}
     assert all(".manifest." not in n and ".sst." not in n for n in names), names
