@@ -22,6 +22,8 @@ from pathlib import Path
 
 PG_USER = "slatelib"
 RUN_AS = "nobody"
+OWNER_FILE = "owner.pid"
+"""The pid of the process that made the cluster (a dead owner: an orphan to reap)."""
 
 
 def _free_port() -> int:
@@ -67,6 +69,7 @@ class PgServer:
         for tool in ("initdb", "pg_ctl"):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"PostgreSQL's {tool} is not on PATH")
+        (self.root / OWNER_FILE).write_text(str(os.getpid()))
         if os.geteuid() == 0:
             entry = pwd.getpwnam(RUN_AS)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
@@ -125,12 +128,43 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphans() -> list[Path]:
+    """Stop and remove the clusters of earlier test sessions that were killed before they
+    could stop them (their owner process is gone), so a SIGKILLed run leaks no server."""
+    reaped = []
+    for root in Path(tempfile.gettempdir()).glob("slatelib-pg-*"):
+        try:
+            owner = int((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # being set up right now, or not ours
+        if _alive(owner):
+            continue
+        orphan = PgServer(root=root, port=0)
+        if orphan.data_dir.exists():
+            orphan._run("pg_ctl", "-D", str(orphan.data_dir), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+        reaped.append(root)
+    return reaped
+
+
 def start_pg(*, fsync: bool = False) -> PgServer:
-    """A started cluster (the caller closes it); ``fsync=True`` for durable commits.
+    """A started cluster (the caller closes it); ``fsync=True`` for durable commits. The
+    clusters that killed sessions left behind are reaped first (:func:`reap_orphans`).
 
     Raises:
         RuntimeError: it could not be initialised or started.
     """
+    reap_orphans()
     server = PgServer(fsync=fsync)
     try:
         server.init()

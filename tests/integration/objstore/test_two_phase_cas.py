@@ -109,3 +109,24 @@ def test_the_postgres_backend_runs_every_statement_like_sqlite(pg_server: PgServ
     # order, so prefix scans are right whatever the database's locale.
     url = pg_server.create_database("statements", icu_locale="en-US")
     exercise_backend(open_cas_backend(url))
+
+
+def test_a_cluster_left_by_a_killed_session_is_reaped_by_the_next() -> None:
+    import socket
+    import subprocess
+
+    from tests.pg_server import OWNER_FILE, PgServer, reap_orphans
+
+    orphan = PgServer()
+    try:
+        orphan.init()
+        orphan.start()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        (orphan.root / OWNER_FILE).write_text(str(gone.pid))  # its session was SIGKILLed
+        assert orphan.root in reap_orphans()
+        assert not orphan.root.exists()
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", orphan.port), 1):
+            pass
+    finally:
+        orphan.close()
