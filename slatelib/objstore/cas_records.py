@@ -30,6 +30,7 @@ import re
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -141,14 +142,15 @@ def _values(store: str, rec: CasRecord) -> tuple[Any, ...]:
             rec.size, rec.committed, rec.created_ms, rec.updated_ms)
 
 
-class _SqlBackend:
+class _SqlBackend(ABC):
     """The statements, shared by both backends (``?`` placeholders; Postgres swaps them)."""
 
     _ph = "?"
 
+    @abstractmethod
     def _exec(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False
               ) -> tuple[int, list[tuple[Any, ...]]]:
-        raise NotImplementedError
+        """Run one statement on the calling thread's connection: (rowcount, rows)."""
 
     _lock: threading.Lock
     _conns: list[tuple[threading.Thread, Any]]
