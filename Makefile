@@ -19,7 +19,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c)
+$(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c) $(wildcard slatelib/csrc/*.h)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -e '.[spark,test]'

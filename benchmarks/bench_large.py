@@ -16,10 +16,12 @@ times (medians of ``--repeat``):
   manifest part (input views, sizes and effective ranges; the index reads it may add are
   SST reads, not manifest work), and the GC plan's pure part (referenced SSTs and rules),
   also on an in-memory manifest of ``--planner-ssts`` SSTs;
-- ``slate summary`` and ``slate ls`` (in process), a ``DbReader`` open (managed mode: it
+- ``slate summary`` and ``slate ls`` (in process) and the listing of every object of the
+  database that ``ls`` (and GC) starts from, a ``DbReader`` open (managed mode: it
   creates its checkpoint) and its close, a writer open / one put and a memtable flush /
   close, a checkpoint create, a GC dry run (``collect_garbage``; official: ``run_gc_once``
-  with every directory in dry run) and a full clone. These are timed cold:
+  with every directory in dry run) and a full clone, and one put-if-absent of the big
+  manifest (a clone writes four by protocol: its I/O floor). These are timed cold:
   ``manifest_codec.clear_caches()`` before each repetition, so no tree is reused from the
   previous one. The codec is also timed on a version that differs from the last one
   written only outside the tree (what a checkpoint writes).
@@ -43,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,6 +54,13 @@ sys.path.insert(0, str(HERE.parent))
 from slatelib.cli.app import main as slate_main  # noqa: E402
 from slatelib.config import Settings  # noqa: E402
 from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction  # noqa: E402
+from slatelib.core.compactions import (  # noqa: E402
+    CompactedSsTable,
+    Compaction,
+    Compactions,
+    CompactionStatus,
+    TieredCompactionSpec,
+)
 from slatelib.core.gc_plan import (  # noqa: E402
     CompactionsState,  # noqa: E402
     LiveSet,
@@ -64,14 +74,20 @@ from slatelib.core.manifest import (  # noqa: E402
     SstHandle,
     SstView,
 )
-from slatelib.core.range_split import split_by_weight, view_anchor  # noqa: E402
+from slatelib.core.range_split import split_by_weight  # noqa: E402
 from slatelib.format import manifest_codec, manifest_native  # noqa: E402
+from slatelib.format.compactions_codec import decode_compactions, encode_compactions  # noqa: E402
 from slatelib.format.sst import SstWriterOptions  # noqa: E402
 from slatelib.ids import Ulid  # noqa: E402
 from slatelib.objstore import open_store  # noqa: E402
 from slatelib.ops.checkpoint import create_checkpoint  # noqa: E402
 from slatelib.ops.clone import create_clone  # noqa: E402
-from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views  # noqa: E402
+from slatelib.ops.compaction.plan_io import (  # noqa: E402
+    TaskOptions,
+    build_tasks,
+    coarse_anchors,
+    input_views,
+)
 from slatelib.ops.gc.collect import collect_garbage, gc_options  # noqa: E402
 from slatelib.paths import DbPaths  # noqa: E402
 from slatelib.reader import DbReader  # noqa: E402
@@ -174,6 +190,15 @@ def codec_figures(m: Manifest, repeat: int, python: bool) -> dict[str, float]:
         manifest_codec.decode_manifest(bumped_data)
 
     out["decode, tree unchanged"] = median_of(decode_unchanged, repeat)
+    for n in (1_000, 10_000, 100_000):  # a compactions file: n outputs + n L0 ids (RFC 0010)
+        few = m.ssts[:n]
+        comp = Compactions(1, (Compaction(Ulid(1), TieredCompactionSpec(tuple(h.id for h in few)),
+                                          CompactionStatus.COMPACTED,
+                                          tuple(CompactedSsTable(h.id, h.info) for h in few)),))
+        blob = encode_compactions(comp)
+        name = f"compactions file, {len(few)} outputs"
+        out[f"{name}: encode"] = median_of(partial(encode_compactions, comp), repeat)
+        out[f"{name}: decode"] = median_of(partial(decode_compactions, blob), repeat)
     if python:
         assert manifest_codec.encode_manifest_py(m) == data
         out["encode (pure Python)"] = median_of(lambda: manifest_codec.encode_manifest_py(m), 1)
@@ -191,7 +216,7 @@ def planner_figures(m: Manifest, repeat: int, suffix: str = "") -> dict[str, flo
         # the fine anchors it adds for large views are SST reads).
         assert full is not None
         views = input_views(full, m, tables)
-        split_by_weight([view_anchor(v.effective, v.size) for v in views], 16)
+        split_by_weight(coarse_anchors(views), 16)
 
     opts = TaskOptions(tables.store.spec, "big", Ulid(1), SstWriterOptions(), 256 << 20, None,
                        4, 1 << 20, 0)
@@ -200,7 +225,7 @@ def planner_figures(m: Manifest, repeat: int, suffix: str = "") -> dict[str, flo
         # The same, then the 16 tasks with the input views each range overlaps.
         assert full is not None
         views = input_views(full, m, tables)
-        ranges = split_by_weight([view_anchor(v.effective, v.size) for v in views], 16)
+        ranges = split_by_weight(coarse_anchors(views), 16)
         build_tasks(full, views, ranges, opts)
 
     live = LiveSet(1, m)
@@ -229,6 +254,9 @@ def io_figures(folder: Path, repeat: int) -> dict[str, float]:
     out["slate summary"] = timed_cold(lambda: quiet_cli("summary", "--db", f"{url}/{DB}"),
                                      repeat)
     out["slate ls"] = timed_cold(lambda: quiet_cli("ls", "--db", f"{url}/{DB}"), repeat)
+    # What any listing-based view pays first (ls and GC list every object of the database).
+    out["list the database's objects (ls floor)"] = timed_cold(lambda: list(store.list(DB)),
+                                                               repeat)
 
     opened: list[DbReader] = []
     out["reader open"] = timed_cold(
@@ -256,6 +284,12 @@ def io_figures(folder: Path, repeat: int) -> dict[str, float]:
         lambda: collect_garbage(DB, store, dry_run=True, min_age=300), repeat)
     clones = iter(f"clone{i}" for i in range(repeat))
     out["clone"] = timed_cold(lambda: create_clone(next(clones), DB, store), repeat)
+    # The I/O floor of a clone: its protocol writes four manifests of this size (pin, the
+    # clone's manifest 1, final checkpoint, initialized), each one put-if-absent.
+    data = manifest_codec.encode_manifest(ManifestStore(store, DB).read_latest().value)
+    puts = iter(f"scratch/put{i}" for i in range(repeat))
+    out["put-if-absent of one such manifest (I/O)"] = median_of(
+        lambda: store.put_if_absent(next(puts), data), repeat)
     return out
 
 

@@ -22,10 +22,11 @@ cannot project a source that has some). The sorted keys are cached next to it
   the 4 shards plus the same full compaction.
 - slatelib: ``jobs/rescale.py``'s ``run()`` (split, then merge of the 4 shards) on one
   ``local[2]`` SparkSession in a child process: flush check, checkpoint, clones, compaction
-  of every shard on the executors, validation (keys, bytes and digests of every shard
-  against its source range), detach and release. A shard is done when the job returns
-  (detach comes after the validation of all shards). The session start (JVM, Python workers
-  warmed up by one tiny job) is reported separately.
+  of every shard on the executors (the key ranges of all shards in one Spark job),
+  validation (keys, bytes and digests of every shard against its source range, one Spark
+  job, one task per chunk scanning both sides), detach and release. A shard is done when
+  the job returns (detach comes after the validation of all shards). The session start
+  (JVM, Python workers warmed up by one tiny job) is reported separately.
 
 Each side's first split + merge is a cold warm-up: printed, left out of the medians. After
 every run (untimed) the rows of every shard and of the merged database are counted with
@@ -159,9 +160,13 @@ def cached_db(rows: int, l0s: int, run_l0s: int, seed: int) -> Path:
     return root
 
 
+SCRATCH = DATA / "scratch" / "rescale"
+"""This benchmark's own copies (other benchmarks keep theirs next to it, under scratch/)."""
+
+
 def copy_source(src: Path, name: str) -> Path:
     """A fresh copy of the database alone (``copy2`` keeps the mtimes)."""
-    dst = DATA / "scratch" / name
+    dst = SCRATCH / name
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("READY", "keys.bin"))
     return dst
@@ -327,9 +332,9 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
     for t in report["targets"]:
         c = t.get("compaction", {})
         targets.append({"path": t["path"], "keys": t.get("keys"),
-                        "compaction": {k: c.get(k) for k in ("outcome", "rows_in", "rows_out",
-                                                             "bytes_in", "bytes_out", "outputs",
-                                                             "phases_s")},
+                        "compaction": {k: c.get(k) for k in ("outcome", "tasks", "rows_in",
+                                                             "rows_out", "bytes_in", "bytes_out",
+                                                             "outputs", "phases_s")},
                         "detach": [d["status"] for d in t.get("detach", [])]})
     return {"phases_s": report["phases_s"], "split_keys": report.get("split_keys"),
             "validation_ok": report.get("validation", {}).get("ok"), "targets": targets}
@@ -525,7 +530,7 @@ def main() -> None:
     print(json.dumps(results, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    shutil.rmtree(DATA / "scratch", ignore_errors=True)
+    shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
 if __name__ == "__main__":

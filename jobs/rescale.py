@@ -13,9 +13,11 @@ source's bytes (from the SST block indexes).
 The job is thin over :mod:`slatelib.ops.rescale` (:func:`split_database`,
 :func:`merge_databases`): the driver checks everything before the first write, flushes the
 WAL tail of each source into an L0 (fencing its writer), checkpoints it, clones the targets,
-compacts every target on the executors (one Spark job per target, up to
-``[compaction] db_concurrency`` targets at once), scans targets and sources on the
-executors to check keys, bytes and digests, detaches the targets and releases the sources.
+compacts every target on the executors (the key ranges of all the targets compacted at
+once in one Spark job; each target still planned, fenced and committed on its own), scans
+every target and its source ranges on the executors to check keys, bytes and digests (one
+Spark job, one task per chunk scanning both sides), detaches the targets and releases the
+sources.
 A rerun of the same command resumes a job that was interrupted. The JSON report goes to
 stdout (and ``--report FILE``; jobs/_common.py describes its top level: ``databases`` has
 one entry per source and target, with its role), a one-line summary to stderr.
@@ -52,9 +54,9 @@ from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 from slatelib.ops.rescale import (
     DEFAULT_LIVE_WINDOW_S,
+    BatchRunner,
     Mapper,
     RescaleOptions,
-    RunnerFactory,
     merge_databases,
     split_database,
 )
@@ -80,7 +82,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--live-window", metavar="DURATION", default=f"{DEFAULT_LIVE_WINDOW_S:g}s",
                    help="manifest or WAL writes this recent mean a live writer (default 300s)")
     p.add_argument("--parallelism", type=whole_number(minimum=1),
-                   help="key ranges per target compaction (default: the Spark parallelism)")
+                   help="key ranges per target compaction (default: [compaction] "
+                        "parallelism when set, else twice the Spark parallelism shared by "
+                        "the targets compacted at once)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,21 +151,19 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
             with its exit code).
     """
     started = time.monotonic()
-    parallelism = args.parallelism
-    if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
-        parallelism = spark.sparkContext.defaultParallelism
     options = RescaleOptions(
         fence_source=args.fence_source, allow_live_source=args.allow_live_source,
         live_window_s=parse_duration(args.live_window, what="--live-window"),
-        parallelism=parallelism, dry_run=args.dry_run)
-    factory: RunnerFactory | None = None
+        parallelism=args.parallelism, dry_run=args.dry_run,
+        slots=None if spark is None else spark.sparkContext.defaultParallelism)
+    batch: BatchRunner | None = None
     mapper: Mapper | None = None
     if spark is not None:
         from jobs._compact_spark import SparkTaskRunner
 
-        def factory(label: str) -> SparkTaskRunner:
-            return SparkTaskRunner(spark, label=label, task_fn=task_fn)
-
+        # one Spark job for the key ranges of every target compacted at once; its outcomes
+        # come back in task order (collect of a parallelized list), as a BatchRunner's must
+        batch = SparkTaskRunner(spark, label="rescale compaction", task_fn=task_fn)
         mapper = spark_mapper(spark)
     try:
         if args.command == "split":
@@ -170,12 +172,12 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
                                        args.store_root)
             done = split_database(paths[0], open_store(store_url), paths[1:], at=at,
                                   checkpoint=args.checkpoint, settings=settings,
-                                  options=options, runner_factory=factory, mapper=mapper)
+                                  options=options, batch_runner=batch, mapper=mapper)
         else:
             store_url, paths = _locate([*args.source, args.to], args.store_root)
             done = merge_databases(paths[:-1], paths[-1], open_store(store_url),
                                    settings=settings, options=options,
-                                   runner_factory=factory, mapper=mapper)
+                                   batch_runner=batch, mapper=mapper)
         result = done.to_dict()
         code = EXIT_OK
         result["outcome"] = result.pop("status")

@@ -2,8 +2,8 @@
  * slatelib._manifest: native manifest codec (format §5, §5.7), see
  * docs/rfcs/0010-manifest-codec.md.
  *
- * The pure-Python code in slatelib/format/{manifest_codec,manifest_parts,sst_info,
- * shared_tables,flatbuf}.py is the reference. This module:
+ * The pure-Python code in slatelib/format/{manifest_codec,compactions_codec,manifest_parts,
+ * sst_info,shared_tables,flatbuf}.py is the reference. This module:
  *
  *   - encode_v2(manifest, view_problem) -> bytes: the whole version-2 manifest file, byte for
  *     byte what manifest_codec.encode_manifest writes. It reimplements the part of the
@@ -14,6 +14,8 @@
  *     (ssts, l0, compacted, and the sst_ids of an external database), decoded into the core dataclasses with the bounds checks of
  *     slatelib.format.flatbuf (every check that makes the reference reject a buffer makes
  *     this code reject it too).
+ *   - encode_compactions / read_compacted: the compactions file (format §6), with the same
+ *     builder and SST entry code (see "compactions file" below).
  *
  * Error convention: anything invalid (a malformed buffer, a value out of range, an object of
  * an unexpected type) raises ValueError, TypeError or OverflowError; the Python wrapper
@@ -422,6 +424,46 @@ static inline int vec_table(const Buf *b, int64_t start, int64_t i, Tbl *t)
     return table_at(b, at + (int64_t)ld32(b->d + at), t);
 }
 
+/* The fields an SST entry of a manifest (CompactedSsTableV2) and of a compactions file
+ * (CompactedSsTable) share, as manifest_parts.read_handle_v2 and read_compacted read them:
+ * id (slot 0, required Ulid), info (slot 1, required SsTableInfo) and the optional u16
+ * format_version (slot fv_slot: 2 in CompactedSsTableV2, 3 in CompactedSsTable). On success
+ * *id, *info and *fv are new references (*fv is None when absent). */
+static int read_sst_entry(const Buf *b, const Tbl *t, int fv_slot, PyObject **id,
+                          PyObject **info, PyObject **fv)
+{
+    Tbl it;
+    uint64_t hi, lo;
+    if (req_ulid(b, t, 0, &hi, &lo) < 0)
+        return -1;
+    int r = sub_table(b, t, 1, &it);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        FAIL("required info missing");
+    int64_t fp = field_pos(b, t, fv_slot, 2);
+    if (fp < 0)
+        return -1;
+    if ((*info = read_info(b, &it)) == NULL)
+        return -1;
+    if ((*id = u128_from(hi, lo)) == NULL) {
+        Py_CLEAR(*info);
+        return -1;
+    }
+    if (fp) {
+        *fv = PyLong_FromUnsignedLong(ld16(b->d + fp));
+        if (*fv == NULL) {
+            Py_CLEAR(*info);
+            Py_CLEAR(*id);
+            return -1;
+        }
+    } else {
+        *fv = Py_None;
+        Py_INCREF(*fv);
+    }
+    return 0;
+}
+
 /* read_handles(data, start, vec_start, n) -> (tuple[SstHandle], dict[id, SstHandle]) */
 static PyObject *read_handles(PyObject *self, PyObject *args)
 {
@@ -443,43 +485,20 @@ static PyObject *read_handles(PyObject *self, PyObject *args)
     if (out == NULL || known == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Tbl t, it;
-        uint64_t hi, lo;
-        if (vec_table(&b, vstart, i, &t) < 0 || req_ulid(&b, &t, 0, &hi, &lo) < 0)
-            goto done;
-        int r = sub_table(&b, &t, 1, &it);
-        if (r < 0)
-            goto done;
-        if (r == 0) {
-            PyErr_SetString(PyExc_ValueError, "required info missing");
-            goto done;
-        }
-        int64_t fp = field_pos(&b, &t, 2, 2);
-        if (fp < 0)
-            goto done;
-        PyObject *info = read_info(&b, &it);
-        if (info == NULL)
+        Tbl t;
+        PyObject *id, *info, *fv;
+        if (vec_table(&b, vstart, i, &t) < 0 || read_sst_entry(&b, &t, 2, &id, &info, &fv) < 0)
             goto done;
         PyObject *h = new_atomic_instance(&HANDLE);
         if (h == NULL) {
+            Py_DECREF(id);
             Py_DECREF(info);
+            Py_DECREF(fv);
             goto done;
         }
         PyTuple_SET_ITEM(out, i, h);
         set_slot(h, &HANDLE, H_INFO, info);
-        PyObject *id = u128_from(hi, lo);
-        if (id == NULL)
-            goto done;
         set_slot(h, &HANDLE, H_ID, id);
-        PyObject *fv;
-        if (fp) {
-            fv = PyLong_FromUnsignedLong(ld16(b.d + fp));
-            if (fv == NULL)
-                goto done;
-        } else {
-            fv = Py_None;
-            Py_INCREF(fv);
-        }
         set_slot(h, &HANDLE, H_FV, fv);
         if (PyDict_SetItem(known, id, h) < 0)
             goto done;
@@ -2120,6 +2139,478 @@ done:
     return result;
 }
 
+/* ============================================================ compactions file (format §6)
+ *
+ * The compactions file (slatelib/format/compactions_codec.py is the reference) lists the
+ * recent compactions; what makes it large is their output SSTs (CompactedSsTable, the same
+ * SsTableInfo and Ulid tables as a manifest's SST entries) and their L0 view ids. It is
+ * rewritten at every compaction state change and every worker heartbeat.
+ *
+ *   - encode_compactions(compactions, size_hint) -> bytes: the whole file (version prefix
+ *     included), byte for byte what encode_compactions_py writes, with the builder, the
+ *     SsTableInfo/Ulid/range encoders and the vector code of the manifest encoder above.
+ *   - read_compacted(data, start, vec_start, n, range_cb) -> tuple[CompactedSsTable]: an
+ *     output-SST vector, with read_sst_entry (shared with read_handles); a visible range
+ *     is decoded by the reference through range_cb(pos). L0 view id vectors are read with
+ *     read_ulids. The rest of the file (a few small tables per compaction) is walked by
+ *     the reference code.
+ *
+ * configure_compactions(CompactedSsTable, TieredCompactionSpec, DrainSegmentSpec, statuses)
+ * first (statuses: the CompactionStatus members indexed by value). */
+
+enum { C_ID, C_INFO, C_RANGE, C_FV };
+static const char *CSST_NAMES[] = {"id", "info", "visible_range", "format_version"};
+static SlotClass CSST;
+static PyObject *SPEC_TIERED_CLS = NULL, *SPEC_DRAIN_CLS = NULL, *STATUSES = NULL;
+static int compactions_configured = 0;
+
+static PyObject *configure_compactions(PyObject *self, PyObject *args)
+{
+    PyObject *csst, *tiered, *drain, *statuses;
+    if (!PyArg_ParseTuple(args, "OO!O!O!:configure_compactions", &csst, &PyType_Type, &tiered,
+                          &PyType_Type, &drain, &PyTuple_Type, &statuses))
+        return NULL;
+    if (slot_class(&CSST, csst, CSST_NAMES, 4) < 0)
+        return NULL;
+    Py_INCREF(tiered);
+    Py_XSETREF(SPEC_TIERED_CLS, tiered);
+    Py_INCREF(drain);
+    Py_XSETREF(SPEC_DRAIN_CLS, drain);
+    Py_INCREF(statuses);
+    Py_XSETREF(STATUSES, statuses);
+    compactions_configured = 1;
+    Py_RETURN_NONE;
+}
+
+static int check_compactions_configured(void)
+{
+    if (check_configured() < 0)
+        return -1;
+    if (!compactions_configured) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "slatelib._manifest: configure_compactions() was not called");
+        return -1;
+    }
+    return 0;
+}
+
+/* read_compacted(data, start, vec_start, n, range_cb) -> tuple[CompactedSsTable]:
+ * compactions_codec._read_outputs (manifest_parts.read_compacted for each entry). */
+static PyObject *read_compacted(PyObject *self, PyObject *args)
+{
+    PyObject *data, *range_cb;
+    Py_ssize_t start, vstart, n;
+    if (!PyArg_ParseTuple(args, "OnnnO:read_compacted", &data, &start, &vstart, &n, &range_cb))
+        return NULL;
+    if (check_compactions_configured() < 0)
+        return NULL;
+    Py_buffer view;
+    Buf b;
+    if (parse_buf(data, start, &view, &b) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (check(&b, vstart, (int64_t)n * 4) < 0)
+        goto done;
+    if ((out = PyTuple_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Tbl t;
+        PyObject *id, *info, *fv, *rng;
+        if (vec_table(&b, vstart, i, &t) < 0)
+            goto fail;
+        int64_t rpos = target(&b, &t, 2);
+        if (rpos < 0 || read_sst_entry(&b, &t, 3, &id, &info, &fv) < 0)
+            goto fail;
+        if (rpos) {
+            rng = PyObject_CallFunction(range_cb, "L", (long long)rpos);
+        } else {
+            rng = Py_None;
+            Py_INCREF(rng);
+        }
+        /* Without a range the entry holds only atoms and an untracked info: untracked
+         * (see new_atomic_instance); a range is an ordinary tracked object. */
+        PyObject *o = rng == NULL ? NULL : rpos ? new_instance(&CSST) : new_atomic_instance(&CSST);
+        if (o == NULL) {
+            Py_DECREF(id);
+            Py_DECREF(info);
+            Py_DECREF(fv);
+            Py_XDECREF(rng);
+            goto fail;
+        }
+        set_slot(o, &CSST, C_ID, id);
+        set_slot(o, &CSST, C_INFO, info);
+        set_slot(o, &CSST, C_RANGE, rng);
+        set_slot(o, &CSST, C_FV, fv);
+        PyTuple_SET_ITEM(out, i, o);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* shared_tables.range_non_empty, for ranges whose bound kinds are ints and keys exactly
+ * bytes: 1 non-empty, 0 empty, -1 error (anything else is refused: the reference decides). */
+static int range_non_empty_obj(PyObject *rng)
+{
+    PyObject *bd[2] = {NULL, NULL}, *key[2] = {NULL, NULL};
+    uint64_t kind[2];
+    int r = -1;
+    static const char *ends[2] = {"start", "end"};
+    for (int i = 0; i < 2; i++) {
+        if ((bd[i] = PyObject_GetAttrString(rng, ends[i])) == NULL)
+            goto done;
+        PyObject *k = PyObject_GetAttrString(bd[i], "kind");
+        if (k == NULL)
+            goto done;
+        int bad = as_u64(k, &kind[i]);
+        Py_DECREF(k);
+        if (bad < 0 || (key[i] = PyObject_GetAttrString(bd[i], "key")) == NULL)
+            goto done;
+    }
+    if (kind[0] == 1 || kind[1] == 1) { /* BoundKind.UNBOUNDED */
+        r = 1;
+        goto done;
+    }
+    if (!PyBytes_CheckExact(key[0]) || !PyBytes_CheckExact(key[1])) {
+        PyErr_SetString(PyExc_TypeError, "range keys are not bytes");
+        goto done;
+    }
+    Py_ssize_t ls = PyBytes_GET_SIZE(key[0]), le = PyBytes_GET_SIZE(key[1]);
+    int c = memcmp(PyBytes_AS_STRING(key[0]), PyBytes_AS_STRING(key[1]), ls < le ? ls : le);
+    if (c == 0)
+        c = ls < le ? -1 : ls > le ? 1 : 0;
+    r = (kind[0] == 2 && kind[1] == 2) ? c <= 0 : c < 0; /* both INCLUDED: start <= end */
+done:
+    for (int i = 0; i < 2; i++) {
+        Py_XDECREF(bd[i]);
+        Py_XDECREF(key[i]);
+    }
+    return r;
+}
+
+/* shared_tables.add_range with its emptiness check */
+static int64_t add_checked_range(Builder *bd, PyObject *rng)
+{
+    int ne = range_non_empty_obj(rng);
+    if (ne < 0)
+        return -1;
+    if (!ne) {
+        PyErr_SetString(PyExc_ValueError, "empty key range");
+        return -1;
+    }
+    return add_range(bd, rng);
+}
+
+/* manifest_parts.add_compacted(b, s.id, s.info, s.visible_range, s.format_version) */
+static int64_t add_compacted(Builder *bd, PyObject *s, void *unused)
+{
+    PyObject *f[4] = {NULL, NULL, NULL, NULL};
+    int64_t r = -1, sid, inf, rng = 0;
+    uint64_t fv = 0;
+    for (int i = 0; i < 4; i++)
+        if ((f[i] = get_field(s, &CSST, CSST_NAMES, i)) == NULL)
+            goto done;
+    if ((sid = add_ulid_obj(bd, f[C_ID])) < 0 || (inf = add_info(bd, f[C_INFO])) < 0)
+        goto done;
+    if (f[C_RANGE] != Py_None && (rng = add_checked_range(bd, f[C_RANGE])) < 0)
+        goto done;
+    if (f[C_FV] != Py_None && as_uint(f[C_FV], 16, &fv) < 0)
+        goto done;
+    start_object(bd, 4);
+    if (offset_slot(bd, 2, rng) < 0 || offset_slot(bd, 1, inf) < 0 || offset_slot(bd, 0, sid) < 0)
+        goto done;
+    if (f[C_FV] != Py_None && scalar_slot(bd, 3, fv, 2, 0, 0) < 0) /* default None: written */
+        goto done;
+    r = end_object(bd);
+done:
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(f[i]);
+    return r;
+}
+
+/* getattr(obj, name), and whether it is truthy: 1/0 with *out a new reference, -1 error. */
+static int attr_truthy(PyObject *obj, const char *name, PyObject **out)
+{
+    if ((*out = PyObject_GetAttrString(obj, name)) == NULL)
+        return -1;
+    int t = PyObject_IsTrue(*out);
+    if (t < 0)
+        Py_CLEAR(*out);
+    return t;
+}
+
+/* flatbuf.add_u32_vector of a sequence of ints; *min_out gets the smallest (0 when empty). */
+static int64_t add_u32_vector(Builder *bd, PyObject *seq, uint64_t *min_out)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    uint64_t *vals = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    int64_t r = -1;
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    *min_out = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (as_uint(PySequence_Fast_GET_ITEM(fast, i), 32, &vals[i]) < 0)
+            goto done;
+        if (i == 0 || vals[i] < *min_out)
+            *min_out = vals[i];
+    }
+    if (bd == NULL) { /* only the minimum */
+        r = 0;
+        goto done;
+    }
+    if (start_vector(bd, 4, n, 4) < 0)
+        goto done;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (prepend(bd, vals[i], 4) < 0)
+            goto done;
+    r = end_vector(bd, n);
+done:
+    PyMem_Free(vals);
+    Py_DECREF(fast);
+    return r;
+}
+
+/* compactions_codec._add_spec: the spec table; *type gets SPEC_TIERED (1) or SPEC_DRAIN (2). */
+static int64_t add_spec(Builder *bd, PyObject *spec, uint64_t version, int *type)
+{
+    PyObject *legacy_o = NULL, *views_o = NULL, *runs_o = NULL, *seg_o = NULL;
+    int64_t r = -1, legacy = 0, views = 0, runs = 0, seg = 0;
+    uint64_t dest = 0, min_run = 0;
+    int tiered = PyObject_IsInstance(spec, SPEC_TIERED_CLS);
+    if (tiered < 0)
+        return -1;
+    if (!tiered) {
+        int drain = PyObject_IsInstance(spec, SPEC_DRAIN_CLS);
+        if (drain < 0)
+            return -1;
+        if (!drain) {
+            PyErr_SetString(PyExc_ValueError, "unknown compaction spec");
+            return -1;
+        }
+    }
+    *type = tiered ? 1 : 2;
+    int runs_true = attr_truthy(spec, "sorted_runs", &runs_o);
+    if (runs_true < 0)
+        goto done;
+    if (tiered) {
+        if (attr_u(spec, "destination", 32, &dest) < 0)
+            goto done;
+        if (version < 2) { /* destination must be min(sorted_runs, default=0) */
+            if (runs_true && add_u32_vector(NULL, runs_o, &min_run) < 0)
+                goto done;
+            if (dest != min_run) {
+                PyErr_SetString(PyExc_ValueError, "version 1 cannot store this destination");
+                goto done;
+            }
+        }
+        int t = attr_truthy(spec, "ssts", &legacy_o);
+        if (t < 0 || (t && (legacy = add_vector_of(bd, legacy_o, add_ulid_cb, NULL)) < 0))
+            goto done;
+    }
+    int t = attr_truthy(spec, "l0_view_ids", &views_o);
+    if (t < 0 || (t && (views = add_vector_of(bd, views_o, add_ulid_cb, NULL)) < 0))
+        goto done;
+    if (runs_true && (runs = add_u32_vector(bd, runs_o, &min_run)) < 0)
+        goto done;
+    if ((seg_o = PyObject_GetAttrString(spec, "segment")) == NULL)
+        goto done;
+    if (seg_o != Py_None && (seg = add_bytes_obj(bd, seg_o)) < 0)
+        goto done;
+    if (!tiered) {
+        if (seg_o == Py_None) { /* required: the reference cannot write it either */
+            PyErr_SetString(PyExc_ValueError, "drain segment spec without a segment");
+            goto done;
+        }
+        start_object(bd, 3);
+        if (offset_slot(bd, 2, runs) < 0 || offset_slot(bd, 1, views) < 0 ||
+            offset_slot(bd, 0, seg) < 0)
+            goto done;
+    } else {
+        start_object(bd, 5);
+        if ((version >= 2 && scalar_slot(bd, 4, dest, 4, 1, 0) < 0) ||
+            offset_slot(bd, 3, seg) < 0 || offset_slot(bd, 2, views) < 0 ||
+            offset_slot(bd, 1, runs) < 0 || offset_slot(bd, 0, legacy) < 0)
+            goto done;
+    }
+    r = end_object(bd);
+done:
+    Py_XDECREF(legacy_o);
+    Py_XDECREF(views_o);
+    Py_XDECREF(runs_o);
+    Py_XDECREF(seg_o);
+    return r;
+}
+
+/* The output-SST vector of a compaction or subcompaction. */
+static int64_t add_outputs(Builder *bd, PyObject *ssts)
+{
+    return add_vector_of(bd, ssts, add_compacted, NULL);
+}
+
+/* compactions_codec._add_ctx: one Subcompaction */
+static int64_t add_subcompaction(Builder *bd, PyObject *s, void *unused)
+{
+    PyObject *rng_o = NULL, *outs_o = NULL;
+    int64_t r = -1, rng, outs = 0;
+    if ((rng_o = PyObject_GetAttrString(s, "range")) == NULL ||
+        (rng = add_checked_range(bd, rng_o)) < 0)
+        goto done;
+    int t = attr_truthy(s, "output_ssts", &outs_o);
+    if (t < 0 || (t && (outs = add_outputs(bd, outs_o)) < 0))
+        goto done;
+    start_object(bd, 2);
+    if (offset_slot(bd, 1, outs) < 0 || offset_slot(bd, 0, rng) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(rng_o);
+    Py_XDECREF(outs_o);
+    return r;
+}
+
+/* compactions_codec._add_ctx */
+static int64_t add_ctx(Builder *bd, PyObject *ctx)
+{
+    PyObject *subs_o = NULL;
+    int64_t r = -1, subs = 0;
+    uint64_t retention;
+    int t = attr_truthy(ctx, "subcompactions", &subs_o);
+    if (t < 0 || (t && (subs = add_vector_of(bd, subs_o, add_subcompaction, NULL)) < 0))
+        goto done;
+    if (attr_u(ctx, "retention_min_seq", 64, &retention) < 0)
+        goto done;
+    start_object(bd, 2);
+    if (scalar_slot(bd, 1, retention, 8, 1, 0) < 0 || offset_slot(bd, 0, subs) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(subs_o);
+    return r;
+}
+
+/* compactions_codec._add_compaction (ctx: the file's format version) */
+static int64_t add_compaction(Builder *bd, PyObject *c, void *vctx)
+{
+    uint64_t version = *(uint64_t *)vctx, status;
+    PyObject *st = NULL, *id = NULL, *spec_o = NULL, *worker_o = NULL, *ctx_o = NULL,
+             *outs_o = NULL;
+    int64_t r = -1, cid, spec, worker = 0, ctx = 0, outs;
+    int spec_type = 0;
+    if ((st = PyObject_GetAttrString(c, "status")) == NULL)
+        goto done;
+    /* `status in CompactionStatus`: a member, or an int (bool) equal to one */
+    if (!is_member(STATUSES, st) && !PyLong_CheckExact(st) && !PyBool_Check(st)) {
+        PyErr_SetString(PyExc_TypeError, "unexpected compaction status type");
+        goto done;
+    }
+    if (as_u64(st, &status) < 0)
+        goto done;
+    if (status >= (uint64_t)PyTuple_GET_SIZE(STATUSES)) {
+        PyErr_SetString(PyExc_ValueError, "invalid compaction status");
+        goto done;
+    }
+    if ((id = PyObject_GetAttrString(c, "id")) == NULL || (cid = add_ulid_obj(bd, id)) < 0)
+        goto done;
+    if ((spec_o = PyObject_GetAttrString(c, "spec")) == NULL ||
+        (spec = add_spec(bd, spec_o, version, &spec_type)) < 0)
+        goto done;
+    if ((worker_o = PyObject_GetAttrString(c, "worker")) == NULL)
+        goto done;
+    if (worker_o != Py_None) {
+        PyObject *wid_o = PyObject_GetAttrString(worker_o, "worker_id");
+        if (wid_o == NULL)
+            goto done;
+        int64_t wid = add_string_obj(bd, wid_o);
+        Py_DECREF(wid_o);
+        uint64_t hb;
+        if (wid < 0 || attr_u(worker_o, "last_heartbeat_ms", 64, &hb) < 0)
+            goto done;
+        start_object(bd, 2);
+        if (scalar_slot(bd, 1, hb, 8, 1, 0) < 0 || offset_slot(bd, 0, wid) < 0 ||
+            (worker = end_object(bd)) < 0)
+            goto done;
+    }
+    if ((ctx_o = PyObject_GetAttrString(c, "ctx")) == NULL)
+        goto done;
+    if (ctx_o != Py_None && (ctx = add_ctx(bd, ctx_o)) < 0)
+        goto done;
+    if ((outs_o = PyObject_GetAttrString(c, "output_ssts")) == NULL ||
+        (outs = add_outputs(bd, outs_o)) < 0)
+        goto done;
+    start_object(bd, 8);
+    if (offset_slot(bd, 7, ctx) < 0 || offset_slot(bd, 5, worker) < 0 ||
+        offset_slot(bd, 4, outs) < 0 || offset_slot(bd, 2, spec) < 0 ||
+        offset_slot(bd, 0, cid) < 0 || scalar_slot(bd, 6, ctx ? 1 : 0, 1, 1, 0) < 0 ||
+        scalar_slot(bd, 3, status, 1, 1, 0) < 0 ||
+        scalar_slot(bd, 1, (uint64_t)spec_type, 1, 1, 0) < 0)
+        goto done;
+    r = end_object(bd);
+done:
+    Py_XDECREF(st);
+    Py_XDECREF(id);
+    Py_XDECREF(spec_o);
+    Py_XDECREF(worker_o);
+    Py_XDECREF(ctx_o);
+    Py_XDECREF(outs_o);
+    return r;
+}
+
+/* encode_compactions(compactions, size_hint) -> bytes (version prefix included) */
+static PyObject *encode_compactions(PyObject *self, PyObject *args)
+{
+    PyObject *c, *items = NULL, *result = NULL;
+    Py_ssize_t hint;
+    uint64_t version, epoch;
+    if (!PyArg_ParseTuple(args, "On:encode_compactions", &c, &hint))
+        return NULL;
+    if (check_compactions_configured() < 0)
+        return NULL;
+    if (attr_u(c, "format_version", 16, &version) < 0)
+        return NULL;
+    if (version != 1 && version != 2) {
+        PyErr_SetString(PyExc_ValueError, "unsupported compactions format version");
+        return NULL;
+    }
+    if (attr_u(c, "compactor_epoch", 64, &epoch) < 0)
+        return NULL;
+    if ((items = PyObject_GetAttrString(c, "recent_compactions")) == NULL)
+        return NULL;
+    Builder bd;
+    if (bd_init(&bd, hint > 1024 ? hint : 1024) < 0) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    int64_t vec = add_vector_of(&bd, items, add_compaction, &version);
+    if (vec < 0)
+        goto done;
+    start_object(&bd, 2);
+    if (scalar_slot(&bd, 0, epoch, 8, 1, 0) < 0 || offset_slot(&bd, 1, vec) < 0)
+        goto done;
+    int64_t root = end_object(&bd);
+    /* Finish */
+    if (root < 0 || bd_prep(&bd, bd.minalign, 4) < 0 || prepend_uoffset(&bd, root) < 0)
+        goto done;
+    int64_t used = OFFSET(&bd);
+    if ((result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 2))) == NULL)
+        goto done;
+    char *out = PyBytes_AS_STRING(result);
+    out[0] = 0;
+    out[1] = (char)version; /* big-endian u16 */
+    memcpy(out + 2, bd.buf + bd.head, (size_t)used);
+done:
+    bd_free(&bd);
+    Py_DECREF(items);
+    return result;
+}
+
 /* ===================================================================== module */
 
 static PyMethodDef methods[] = {
@@ -2149,6 +2640,13 @@ static PyMethodDef methods[] = {
      "acyclic) classes from the cyclic GC, and those of them they reach"},
     {"encode_v2", encode_v2, METH_VARARGS,
      "encode_v2(manifest, view_problem, size_hint) -> bytes of a version-2 manifest file"},
+    {"configure_compactions", configure_compactions, METH_VARARGS,
+     "configure_compactions(CompactedSsTable, TieredCompactionSpec, DrainSegmentSpec, "
+     "statuses): the compactions-file classes and the CompactionStatus members by value."},
+    {"read_compacted", read_compacted, METH_VARARGS,
+     "read_compacted(data, start, vec_start, n, range_cb) -> tuple of CompactedSsTable"},
+    {"encode_compactions", encode_compactions, METH_VARARGS,
+     "encode_compactions(compactions, size_hint) -> bytes of a compactions file"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,8 +13,14 @@
  * raises ValueError; the Python wrappers turn it into CorruptObjectError or
  * InvalidArgumentError. TypeError is raised for arguments of the wrong type.
  *
- * C99, no third-party libraries. Single-phase module init (no module state: the module has
- * no mutable globals).
+ * The native decode -> merge -> sink pipeline (check_blocks, Pipe) lives in
+ * csrc/pipe.h, included below the block writer, whose bw_add_raw it feeds. Block entries
+ * are parsed and validated in one place, block_iter_next, for decode_block and check_blocks
+ * alike.
+ *
+ * C99, no third-party libraries. Single-phase module init (no module state: the mutable
+ * globals are zlib_crc32_fn, cached on first use, and csrc/pipe.h's CRC table and error
+ * class, set once at init).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -387,6 +393,26 @@ typedef struct {
     uint64_t hi;
 } RangeAcc;
 
+/* The GIL-free core: one row of raw bytes (klen < 2^32, checked by callers). */
+static void acc_raw(RangeAcc *acc, const unsigned char *k, size_t klen, const unsigned char *v,
+                    size_t vlen)
+{
+    unsigned char len4[4] = {(unsigned char)(klen & 0xFF), (unsigned char)((klen >> 8) & 0xFF),
+                             (unsigned char)((klen >> 16) & 0xFF),
+                             (unsigned char)((klen >> 24) & 0xFF)};
+    Blake2b s;
+    b2_init16(&s);
+    b2_update(&s, len4, 4);
+    b2_update(&s, k, klen);
+    b2_update(&s, v, vlen);
+    uint64_t lo, hi;
+    b2_final16(&s, &lo, &hi);
+    acc->keys += 1;
+    acc->nbytes += (uint64_t)klen + (uint64_t)vlen;
+    acc->lo += lo;
+    acc->hi += hi + (acc->lo < lo);
+}
+
 static int acc_row(RangeAcc *acc, PyObject *key, PyObject *value)
 {
     ByteSpan k, v;
@@ -403,20 +429,7 @@ static int acc_row(RangeAcc *acc, PyObject *key, PyObject *value)
         PyErr_SetString(PyExc_ValueError, "key longer than 2^32 - 1 bytes");
         return -1;
     }
-    unsigned char len4[4] = {(unsigned char)(k.len & 0xFF), (unsigned char)((k.len >> 8) & 0xFF),
-                             (unsigned char)((k.len >> 16) & 0xFF),
-                             (unsigned char)((k.len >> 24) & 0xFF)};
-    Blake2b s;
-    b2_init16(&s);
-    b2_update(&s, len4, 4);
-    b2_update(&s, k.ptr, (size_t)k.len);
-    b2_update(&s, v.ptr, (size_t)v.len);
-    uint64_t lo, hi;
-    b2_final16(&s, &lo, &hi);
-    acc->keys += 1;
-    acc->nbytes += (uint64_t)k.len + (uint64_t)v.len;
-    acc->lo += lo;
-    acc->hi += hi + (acc->lo < lo);
+    acc_raw(acc, k.ptr, (size_t)k.len, v.ptr, (size_t)v.len);
     span_release(&k);
     span_release(&v);
     return 0;
@@ -444,6 +457,8 @@ static int acc_item(RangeAcc *acc, PyObject *item)
     Py_DECREF(t);
     return rc;
 }
+
+static PyObject *acc_result(const RangeAcc *a);
 
 PyDoc_STRVAR(range_stats_doc,
 "range_stats(rows, /) -> (keys, nbytes, digest)\n\n"
@@ -473,6 +488,13 @@ static PyObject *py_range_stats(PyObject *self, PyObject *arg)
     if (PyErr_Occurred()) {
         return NULL;
     }
+    return acc_result(&acc);
+}
+
+/* (keys, nbytes, digest) of an accumulator, as range_stats returns it. */
+static PyObject *acc_result(const RangeAcc *a)
+{
+    RangeAcc acc = *a;
     PyObject *hi = PyLong_FromUnsignedLongLong(acc.hi);
     PyObject *lo = PyLong_FromUnsignedLongLong(acc.lo);
     PyObject *shift = PyLong_FromLong(64);
@@ -819,30 +841,83 @@ fail:
     return -1;
 }
 
-static PyObject *decode_v2(const unsigned char *p, size_t n)
+/* ------------------------------------------------------------------ the block entry parser */
+
+/*
+ * The one parser of v1 / v2 block entries (format §7.5-7.6): decode_block (Python rows) and
+ * csrc/pipe.h's check_blocks (entries recorded without Python objects, GIL released) both
+ * walk a block with it, so what is rejected, and with which message, exists once. Pure C:
+ * no Python calls, safe without the GIL. Every read is bounds-checked against `end` (where
+ * the v2 restart array / the v1 offset array begins).
+ *
+ * An entry's key is base[0:shared] + p[kstart:kstart + unshared], where `base` is the key
+ * of the previous entry (v2) or of the block's first entry (v1): the caller holds the key
+ * bytes and replaces its base with the entry's key when `sets_base` is set.
+ */
+typedef struct {
+    size_t shared, kstart, unshared; /* the key, as above */
+    size_t vstart, vlen;             /* the value p[vstart:vstart + vlen]; vlen 0: tombstone */
+    uint64_t seq, exp, cre;          /* exp / cre: raw big-endian u64 (see u64_to_i64) */
+    int kind, has_exp, has_cre;      /* v1: a tombstone's expire_ts is dropped (format §7.5) */
+    int sets_base;                   /* this entry's key is the base of the next entries */
+} BlockEntry;
+
+typedef struct {
+    const unsigned char *p;
+    size_t end;      /* entries lie in p[0:end] */
+    size_t pos;      /* v2: offset of the next entry */
+    size_t i, count; /* v1: index of the next entry, number of entries */
+    size_t base_len; /* length of the current base key */
+    int version;
+    const char *err; /* why the block is malformed (after a -1) */
+} BlockIter;
+
+/* Start on the block payload p[0:n] of format `version` (1 or 2). 0, or -1 (it->err). */
+static int block_iter_init(BlockIter *it, int version, const unsigned char *p, size_t n)
 {
+    const char *bad = version == 2 ? "bad restart trailer" : "bad offset trailer";
+    it->p = p;
+    it->pos = it->i = it->base_len = 0;
+    it->version = version;
+    it->err = NULL;
     if (n < 2) {
-        return corrupt("bad restart trailer");
+        it->err = bad;
+        return -1;
     }
-    size_t num_restarts = load_be16(p + n - 2);
-    if (2 + 2 * num_restarts > n) {
-        return corrupt("bad restart trailer");
+    size_t k = load_be16(p + n - 2); /* v2: restart points; v1: entries */
+    if (2 + 2 * k > n) {
+        it->err = bad;
+        return -1;
     }
-    size_t end = n - 2 - 2 * num_restarts;
-    if (num_restarts == 0 && end > 0) {
-        return corrupt("bad restart trailer");
+    it->end = n - 2 - 2 * k;
+    it->count = k;
+    if (version == 2 && k == 0 && it->end > 0) {
+        it->err = bad;
+        return -1;
     }
-    PyObject *rows = PyList_New(0);
-    if (rows == NULL) {
-        return NULL;
-    }
-    RowCaches caches = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
-    PyObject *prev = NULL; /* borrowed: the previous key, owned by `rows` */
-    size_t prev_len = 0;
-    size_t pos = 0;
-    const char *err = NULL;
-    while (pos < end) {
-        uint64_t shared, unshared, vlen;
+    return 0;
+}
+
+#define ITER_FAIL(msg) \
+    do {               \
+        it->err = (msg); \
+        return -1;     \
+    } while (0)
+
+/* The next entry into *e. 1: an entry, 0: the block ended, -1: malformed (it->err). */
+static inline int block_iter_next(BlockIter *it, BlockEntry *e)
+{
+    const unsigned char *p = it->p;
+    const size_t end = it->end;
+    const char *past;
+    size_t pos;
+    uint64_t shared, unshared, vlen = 0;
+    if (it->version == 2) {
+        past = "row runs past the end of the block";
+        pos = it->pos;
+        if (pos >= end) {
+            return 0;
+        }
         int rc = read_varint(p, end, &pos, &shared);
         if (rc == 0) {
             rc = read_varint(p, end, &pos, &unshared);
@@ -851,190 +926,144 @@ static PyObject *decode_v2(const unsigned char *p, size_t n)
             rc = read_varint(p, end, &pos, &vlen);
         }
         if (rc != 0) {
-            err = rc == -2 ? "varint too long" : "row runs past the end of the block";
-            goto corrupt_block;
+            ITER_FAIL(rc == -2 ? "varint too long" : past);
         }
-        if (shared > prev_len) {
-            err = "shared prefix longer than previous key";
-            goto corrupt_block;
+        if (shared > it->base_len) {
+            ITER_FAIL("shared prefix longer than previous key");
         }
         if (unshared > end - pos) {
-            err = "row runs past the end of the block";
-            goto corrupt_block;
+            ITER_FAIL(past);
         }
-        size_t kstart = pos;
+        e->kstart = pos;
         pos += (size_t)unshared;
         if (vlen > end - pos) {
-            err = "row runs past the end of the block";
-            goto corrupt_block;
+            ITER_FAIL(past);
         }
-        size_t vstart = pos;
+        e->vstart = pos;
         pos += (size_t)vlen;
-        if (end - pos < 9) {
-            err = "row runs past the end of the block";
-            goto corrupt_block;
+    } else {
+        past = "row runs past the offset array";
+        if (it->i >= it->count) {
+            return 0;
         }
-        uint64_t seq = load_be64(p + pos);
-        unsigned flags = p[pos + 8];
-        pos += 9;
-        uint64_t exp = 0, cre = 0;
-        int has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
-        int has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
-        if (has_exp) {
-            if (end - pos < 8) {
-                err = "row runs past the end of the block";
-                goto corrupt_block;
-            }
-            exp = load_be64(p + pos);
-            pos += 8;
+        pos = load_be16(p + end + 2 * it->i);
+        if (pos > end || end - pos < 4) {
+            ITER_FAIL(past);
         }
-        if (has_cre) {
-            if (end - pos < 8) {
-                err = "row runs past the end of the block";
-                goto corrupt_block;
-            }
-            cre = load_be64(p + pos);
-            pos += 8;
+        shared = load_be16(p + pos);
+        unshared = load_be16(p + pos + 2);
+        pos += 4;
+        if (it->i == 0) {
+            shared = 0; /* the reference takes it from an empty first key */
+        } else if (shared > it->base_len) {
+            ITER_FAIL("prefix longer than the block's first key");
         }
-        int kind = kind_of_flags(flags);
-        if (kind < 0) {
-            err = "invalid row flags";
-            goto corrupt_block;
+        if (unshared > end - pos) {
+            ITER_FAIL(past);
         }
-        PyObject *key = join_key(prev, (size_t)shared, p + kstart, (size_t)unshared);
-        if (key == NULL) {
-            goto error;
-        }
-        PyObject *value = kind == KIND_TOMBSTONE
-            ? PyBytes_FromStringAndSize(NULL, 0)
-            : PyBytes_FromStringAndSize((const char *)p + vstart, (Py_ssize_t)vlen);
-        if (value == NULL) {
-            Py_DECREF(key);
-            goto error;
-        }
-        prev = key;
-        prev_len = (size_t)PyBytes_GET_SIZE(key);
-        if (append_row(rows, &caches, key, seq, kind, value, has_exp, exp, has_cre, cre) < 0) {
-            goto error;
-        }
+        e->kstart = pos;
+        pos += (size_t)unshared;
     }
-    caches_clear(&caches);
-    return rows;
-corrupt_block:
-    PyErr_SetString(PyExc_ValueError, err);
-error:
-    caches_clear(&caches);
-    Py_DECREF(rows);
-    return NULL;
+    if (end - pos < 9) {
+        ITER_FAIL(past);
+    }
+    e->seq = load_be64(p + pos);
+    unsigned flags = p[pos + 8];
+    pos += 9;
+    e->has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
+    e->has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
+    e->exp = e->cre = 0;
+    if (e->has_exp) {
+        if (end - pos < 8) {
+            ITER_FAIL(past);
+        }
+        e->exp = load_be64(p + pos);
+        pos += 8;
+    }
+    if (e->has_cre) {
+        if (end - pos < 8) {
+            ITER_FAIL(past);
+        }
+        e->cre = load_be64(p + pos);
+        pos += 8;
+    }
+    int kind = kind_of_flags(flags);
+    if (kind < 0) {
+        ITER_FAIL("invalid row flags");
+    }
+    if (it->version == 2) {
+        it->pos = pos;
+        e->sets_base = 1;
+    } else {
+        e->vstart = 0;
+        if (kind != KIND_TOMBSTONE) {
+            if (end - pos < 4) {
+                ITER_FAIL(past);
+            }
+            vlen = load_be32(p + pos);
+            pos += 4;
+            if (vlen > end - pos) {
+                ITER_FAIL("value runs past the end of the block");
+            }
+            e->vstart = pos;
+        } else {
+            e->has_exp = 0; /* v1 drops a tombstone's expire_ts on read (format §7.5) */
+        }
+        e->sets_base = it->i == 0;
+        it->i++;
+    }
+    e->kind = kind;
+    e->shared = (size_t)shared;
+    e->unshared = (size_t)unshared;
+    e->vlen = kind == KIND_TOMBSTONE ? 0 : (size_t)vlen;
+    if (e->sets_base) {
+        it->base_len = (size_t)(shared + unshared);
+    }
+    return 1;
 }
 
-static PyObject *decode_v1(const unsigned char *p, size_t n)
+#undef ITER_FAIL
+
+/* Rows of the block payload p[0:n] of format `version`; ValueError if it is malformed. */
+static PyObject *decode_block(const unsigned char *p, size_t n, int version)
 {
-    if (n < 2) {
-        return corrupt("bad offset trailer");
+    BlockIter it;
+    if (block_iter_init(&it, version, p, n) < 0) {
+        return corrupt(it.err);
     }
-    size_t count = load_be16(p + n - 2);
-    if (2 + 2 * count > n) {
-        return corrupt("bad offset trailer");
-    }
-    size_t end = n - 2 - 2 * count;
     PyObject *rows = PyList_New(0);
     if (rows == NULL) {
         return NULL;
     }
     RowCaches caches = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
-    PyObject *first = NULL; /* borrowed: the block's first key, owned by `rows` */
-    size_t first_len = 0;
-    const char *err = NULL;
-    for (size_t i = 0; i < count; i++) {
-        size_t pos = load_be16(p + end + 2 * i);
-        if (pos > end || end - pos < 4) {
-            err = "row runs past the offset array";
-            goto corrupt_block;
-        }
-        size_t plen = load_be16(p + pos);
-        size_t slen = load_be16(p + pos + 2);
-        pos += 4;
-        if (i == 0) {
-            plen = 0; /* the reference takes it from an empty first key */
-        } else if (plen > first_len) {
-            err = "prefix longer than the block's first key";
-            goto corrupt_block;
-        }
-        if (slen > end - pos) {
-            err = "row runs past the offset array";
-            goto corrupt_block;
-        }
-        size_t kstart = pos;
-        pos += slen;
-        if (end - pos < 9) {
-            err = "row runs past the offset array";
-            goto corrupt_block;
-        }
-        uint64_t seq = load_be64(p + pos);
-        unsigned flags = p[pos + 8];
-        pos += 9;
-        uint64_t exp = 0, cre = 0;
-        int has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
-        int has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
-        if (has_exp) {
-            if (end - pos < 8) {
-                err = "row runs past the offset array";
-                goto corrupt_block;
-            }
-            exp = load_be64(p + pos);
-            pos += 8;
-        }
-        if (has_cre) {
-            if (end - pos < 8) {
-                err = "row runs past the offset array";
-                goto corrupt_block;
-            }
-            cre = load_be64(p + pos);
-            pos += 8;
-        }
-        int kind = kind_of_flags(flags);
-        if (kind < 0) {
-            err = "invalid row flags";
-            goto corrupt_block;
-        }
-        size_t vstart = 0, vlen = 0;
-        if (kind != KIND_TOMBSTONE) {
-            if (end - pos < 4) {
-                err = "row runs past the offset array";
-                goto corrupt_block;
-            }
-            vlen = load_be32(p + pos);
-            pos += 4;
-            if (vlen > end - pos) {
-                err = "value runs past the end of the block";
-                goto corrupt_block;
-            }
-            vstart = pos;
-        }
-        PyObject *key = join_key(first, plen, p + kstart, slen);
+    PyObject *base = NULL; /* borrowed: the base key (BlockEntry), owned by `rows` */
+    BlockEntry e;
+    int r;
+    while ((r = block_iter_next(&it, &e)) > 0) {
+        PyObject *key = join_key(base, e.shared, p + e.kstart, e.unshared);
         if (key == NULL) {
             goto error;
         }
-        PyObject *value = PyBytes_FromStringAndSize((const char *)p + vstart, (Py_ssize_t)vlen);
+        PyObject *value = PyBytes_FromStringAndSize((const char *)p + e.vstart,
+                                                    (Py_ssize_t)e.vlen);
         if (value == NULL) {
             Py_DECREF(key);
             goto error;
         }
-        if (i == 0) {
-            first = key;
-            first_len = (size_t)PyBytes_GET_SIZE(key);
+        if (e.sets_base) {
+            base = key;
         }
-        /* v1 drops a tombstone's expire_ts on read (format §7.5) */
-        if (append_row(rows, &caches, key, seq, kind, value,
-                       has_exp && kind != KIND_TOMBSTONE, exp, has_cre, cre) < 0) {
+        if (append_row(rows, &caches, key, e.seq, e.kind, value, e.has_exp, e.exp, e.has_cre,
+                       e.cre) < 0) {
             goto error;
         }
     }
+    if (r < 0) {
+        PyErr_SetString(PyExc_ValueError, it.err);
+        goto error;
+    }
     caches_clear(&caches);
     return rows;
-corrupt_block:
-    PyErr_SetString(PyExc_ValueError, err);
 error:
     caches_clear(&caches);
     Py_DECREF(rows);
@@ -1052,7 +1081,7 @@ static PyObject *py_decode_block_v2(PyObject *self, PyObject *arg)
     if (span_get(arg, &s, "data") < 0) {
         return NULL;
     }
-    PyObject *out = decode_v2(s.ptr, (size_t)s.len);
+    PyObject *out = decode_block(s.ptr, (size_t)s.len, 2);
     span_release(&s);
     return out;
 }
@@ -1068,7 +1097,7 @@ static PyObject *py_decode_block_v1(PyObject *self, PyObject *arg)
     if (span_get(arg, &s, "data") < 0) {
         return NULL;
     }
-    PyObject *out = decode_v1(s.ptr, (size_t)s.len);
+    PyObject *out = decode_block(s.ptr, (size_t)s.len, 1);
     span_release(&s);
     return out;
 }
@@ -1160,7 +1189,7 @@ static PyObject *py_decode_blocks(PyObject *self, PyObject *args)
             PyErr_Format(PyExc_ValueError, "block %zd: checksum mismatch", i);
             goto fail;
         }
-        PyObject *rows = version == 2 ? decode_v2(p, n) : decode_v1(p, n);
+        PyObject *rows = decode_block(p, n, version);
         if (rows == NULL) {
             goto fail;
         }
@@ -1284,6 +1313,20 @@ reject:
  * SST-level bookkeeping of SstWriter (ordering, stats, bloom hashes, index keys).
  * Reference implementation: slatelib.format.block.BlockWriterPy.
  */
+/* A key kept by the writer: a growable C buffer, so adding a row creates no object. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int set;
+} KeyBuf;
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem);
+
+static PyObject *keybuf_bytes(const KeyBuf *b)
+{
+    return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)b->len);
+}
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t block_size;
@@ -1297,12 +1340,14 @@ typedef struct {
     size_t num_restarts, restarts_cap;
     Py_ssize_t block_rows;
     uint64_t block_puts, block_deletes, block_merges;
-    PyObject *block_first_key; /* NULL while the block is empty */
+    KeyBuf block_first_key; /* unset while the block is empty */
     uint64_t block_first_seq;
-    PyObject *prev_block_last; /* last key of the previous finished block, or NULL */
+    KeyBuf prev_block_last; /* last key of the previous finished block, or unset */
+    uint64_t closed_bytes;  /* raw bytes of every block closed so far */
     /* the whole SST */
     uint64_t rows, puts, deletes, merges, raw_key_size, raw_val_size;
-    PyObject *first_key, *last_key; /* NULL before the first row */
+    PyObject *first_key;    /* NULL before the first row */
+    KeyBuf last_key;        /* unset before the first row */
     uint64_t first_seq, last_seq;
     uint64_t *hashes;
     size_t num_hashes, hashes_cap;
@@ -1311,7 +1356,11 @@ typedef struct {
 
 static PyTypeObject BlockWriterType;
 
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+/* Room for `need` elements of `elem` bytes in *buf (capacity *cap, doubled as needed).
+ * raw: PyMem_RawRealloc, safe without the GIL, and no exception set (csrc/pipe.h's checked
+ * blocks); else PyMem_Realloc and MemoryError. 0, or -1: out of memory (or more than
+ * PY_SSIZE_T_MAX bytes). */
+static int grow_buf(void **buf, size_t *cap, size_t need, size_t elem, int raw)
 {
     if (need <= *cap) {
         return 0;
@@ -1324,18 +1373,24 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
         }
         new_cap *= 2;
     }
-    if (new_cap > (size_t)PY_SSIZE_T_MAX / elem) {
-        PyErr_NoMemory();
-        return -1;
+    void *p = NULL;
+    if (new_cap <= (size_t)PY_SSIZE_T_MAX / elem) {
+        p = raw ? PyMem_RawRealloc(*buf, new_cap * elem) : PyMem_Realloc(*buf, new_cap * elem);
     }
-    void *p = PyMem_Realloc(*buf, new_cap * elem);
     if (p == NULL) {
-        PyErr_NoMemory();
+        if (!raw) {
+            PyErr_NoMemory();
+        }
         return -1;
     }
     *buf = p;
     *cap = new_cap;
     return 0;
+}
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+    return grow_buf(buf, cap, need, elem, 0);
 }
 
 static PyObject *bw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -1372,10 +1427,10 @@ static void bw_dealloc(BlockWriterObject *self)
     PyMem_Free(self->data);
     PyMem_Free(self->restarts);
     PyMem_Free(self->hashes);
-    Py_XDECREF(self->block_first_key);
-    Py_XDECREF(self->prev_block_last);
+    PyMem_Free(self->block_first_key.p);
+    PyMem_Free(self->prev_block_last.p);
+    PyMem_Free(self->last_key.p);
     Py_XDECREF(self->first_key);
-    Py_XDECREF(self->last_key);
     Py_XDECREF(self->blocks);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1401,11 +1456,11 @@ static unsigned char *put_varint(unsigned char *p, uint64_t v)
 }
 
 /* Index key of a block (format §7.8): shortest prefix of `first` greater than `prev_last`. */
-static PyObject *index_separator(PyObject *prev_last, PyObject *first)
+static PyObject *index_separator(const KeyBuf *prev_last, const KeyBuf *first)
 {
-    const unsigned char *a = (const unsigned char *)PyBytes_AS_STRING(prev_last);
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(first);
-    size_t la = (size_t)PyBytes_GET_SIZE(prev_last), lb = (size_t)PyBytes_GET_SIZE(first);
+    const unsigned char *a = prev_last->p;
+    const unsigned char *b = first->p;
+    size_t la = prev_last->len, lb = first->len;
     size_t n = la < lb ? la : lb;
     size_t cut;
     if (la == lb && memcmp(a, b, n) == 0) {
@@ -1416,10 +1471,6 @@ static PyObject *index_separator(PyObject *prev_last, PyObject *first)
             j++;
         }
         cut = j < n ? j + 1 : (la + 1 < lb ? la + 1 : lb);
-    }
-    if (cut == lb) {
-        Py_INCREF(first);
-        return first;
     }
     return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)cut);
 }
@@ -1450,10 +1501,10 @@ static int bw_close_block(BlockWriterObject *self)
         unsigned char be[8];
         store_be64(be, self->block_first_seq);
         index_key = PyBytes_FromStringAndSize((const char *)be, 8);
-    } else if (self->prev_block_last == NULL) {
+    } else if (!self->prev_block_last.set) {
         index_key = PyBytes_FromStringAndSize(NULL, 0);
     } else {
-        index_key = index_separator(self->prev_block_last, self->block_first_key);
+        index_key = index_separator(&self->prev_block_last, &self->block_first_key);
     }
     if (index_key == NULL) {
         Py_DECREF(raw);
@@ -1477,18 +1528,28 @@ static int bw_close_block(BlockWriterObject *self)
         PyTuple_SET_ITEM(t, 2 + i, c);
     }
     PyObject_GC_UnTrack(t); /* bytes and ints only: never part of a cycle */
+    if (grow((void **)&self->prev_block_last.p, &self->prev_block_last.cap,
+             self->last_key.len ? self->last_key.len : 1, 1) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
     int rc = PyList_Append(self->blocks, t);
     Py_DECREF(t);
     if (rc < 0) {
         return -1;
     }
+    /* room was made before the append: the copy cannot fail */
+    if (self->last_key.len) {
+        memcpy(self->prev_block_last.p, self->last_key.p, self->last_key.len);
+    }
+    self->prev_block_last.len = self->last_key.len;
+    self->prev_block_last.set = 1;
+    self->closed_bytes += total;
     self->data_len = 0;
     self->num_restarts = 0;
     self->block_rows = 0;
     self->block_puts = self->block_deletes = self->block_merges = 0;
-    Py_INCREF(self->last_key);
-    Py_XSETREF(self->prev_block_last, self->last_key);
-    Py_CLEAR(self->block_first_key);
+    self->block_first_key.set = 0;
     return 0;
 }
 
@@ -1514,8 +1575,178 @@ static int ts_field(PyObject *obj, const char *name, int *present, int64_t *out)
     return 0;
 }
 
-/* Adds one row. Everything that can fail on a bad row is checked before any state changes,
- * so a rejected row leaves the writer as it was. */
+/* Adds one row given as raw fields (the core shared by bw_add_tuple and the native
+ * pipeline's sink, csrc/pipe.h). `key_obj`, when not NULL, is an exact bytes object holding
+ * k[0:klen] (kept as first_key instead of a copy). Everything that can fail on a bad row is
+ * checked before any state changes, so a rejected row leaves the writer as it was. */
+static int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *k,
+                      size_t klen, uint64_t seq, int kind, const unsigned char *v, size_t vlen,
+                      int has_exp, int64_t exp, int has_cre, int64_t cre)
+{
+    if (klen == 0) {
+        PyErr_SetString(PyExc_ValueError, "keys must not be empty");
+        return -1;
+    }
+    if (kind == KIND_TOMBSTONE) {
+        vlen = 0;
+    }
+    if (self->compacted && self->last_key.set) {
+        const unsigned char *lk = self->last_key.p;
+        size_t lklen = self->last_key.len;
+        size_t m = klen < lklen ? klen : lklen;
+        int c = m ? memcmp(k, lk, m) : 0;
+        if (c == 0) {
+            c = klen < lklen ? -1 : (klen > lklen ? 1 : 0);
+        }
+        if (c < 0 || (c == 0 && seq >= self->last_seq)) {
+            PyObject *kb = PyBytes_FromStringAndSize((const char *)k, (Py_ssize_t)klen);
+            PyObject *lb = keybuf_bytes(&self->last_key);
+            if (kb != NULL && lb != NULL) {
+                PyErr_Format(PyExc_ValueError, "rows out of order: %R@%llu after %R@%llu", kb,
+                             (unsigned long long)seq, lb, (unsigned long long)self->last_seq);
+            }
+            Py_XDECREF(kb);
+            Py_XDECREF(lb);
+            return -1;
+        }
+    }
+
+    int restart = self->block_rows % RESTART_INTERVAL == 0;
+    size_t shared = 0;
+    if (!restart) {
+        const unsigned char *lk = self->last_key.p;
+        size_t lklen = self->last_key.len;
+        size_t m = klen < lklen ? klen : lklen;
+        while (shared < m && lk[shared] == k[shared]) {
+            shared++;
+        }
+    }
+    size_t tail = vlen + 9 + (has_exp ? 8 : 0) + (has_cre ? 8 : 0) + varint_len(vlen);
+    size_t row_len = varint_len(shared) + varint_len(klen - shared) + (klen - shared) + tail;
+    if (self->block_rows > 0) {
+        size_t size = self->data_len + 2 * self->num_restarts + 2;
+        if (size + row_len + (restart ? 2 : 0) > (size_t)self->block_size) {
+            if (bw_close_block(self) < 0) {
+                return -1;
+            }
+            restart = 1;
+            shared = 0;
+            row_len = varint_len(0) + varint_len(klen) + klen + tail;
+        }
+    }
+    if (restart && self->data_len > U16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "block data exceeds the u16 restart offset range");
+        return -1;
+    }
+    if (row_len > (size_t)PY_SSIZE_T_MAX - self->data_len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (grow((void **)&self->data, &self->data_cap, self->data_len + row_len, 1) < 0) {
+        return -1;
+    }
+    if (restart && grow((void **)&self->restarts, &self->restarts_cap,
+                        self->num_restarts + 1, sizeof(uint16_t)) < 0) {
+        return -1;
+    }
+    if (self->want_hashes && grow((void **)&self->hashes, &self->hashes_cap,
+                                  self->num_hashes + 1, sizeof(uint64_t)) < 0) {
+        return -1;
+    }
+    if (grow((void **)&self->last_key.p, &self->last_key.cap, klen, 1) < 0) {
+        return -1;
+    }
+    if (self->block_rows == 0 && self->compacted &&
+        grow((void **)&self->block_first_key.p, &self->block_first_key.cap, klen, 1) < 0) {
+        return -1;
+    }
+    PyObject *first = NULL;
+    if (self->first_key == NULL) {
+        if (key_obj != NULL) {
+            first = key_obj;
+            Py_INCREF(first);
+        } else {
+            first = PyBytes_FromStringAndSize((const char *)k, (Py_ssize_t)klen);
+            if (first == NULL) {
+                return -1;
+            }
+        }
+    }
+
+    /* nothing below can fail */
+    if (restart) {
+        self->restarts[self->num_restarts++] = (uint16_t)self->data_len;
+    }
+    unsigned char *p = self->data + self->data_len;
+    p = put_varint(p, shared);
+    p = put_varint(p, klen - shared);
+    p = put_varint(p, vlen);
+    memcpy(p, k + shared, klen - shared);
+    p += klen - shared;
+    if (vlen) {
+        memcpy(p, v, vlen);
+        p += vlen;
+    }
+    store_be64(p, seq);
+    unsigned flags = kind == KIND_TOMBSTONE ? FLAG_TOMBSTONE
+                   : kind == KIND_MERGE ? FLAG_MERGE_OPERAND : 0u;
+    if (has_exp) {
+        flags |= FLAG_HAS_EXPIRE_TS;
+    }
+    if (has_cre) {
+        flags |= FLAG_HAS_CREATE_TS;
+    }
+    p[8] = (unsigned char)flags;
+    p += 9;
+    if (has_exp) {
+        store_be64(p, (uint64_t)exp);
+        p += 8;
+    }
+    if (has_cre) {
+        store_be64(p, (uint64_t)cre);
+        p += 8;
+    }
+    self->data_len += row_len;
+
+    if (self->block_rows == 0) {
+        if (self->compacted) {
+            memcpy(self->block_first_key.p, k, klen);
+            self->block_first_key.len = klen;
+            self->block_first_key.set = 1;
+        }
+        self->block_first_seq = seq;
+    }
+    self->block_rows++;
+    if (first != NULL) {
+        self->first_key = first;
+        self->first_seq = seq;
+    }
+    memcpy(self->last_key.p, k, klen);
+    self->last_key.len = klen;
+    self->last_key.set = 1;
+    self->last_seq = seq;
+    self->rows++;
+    self->raw_key_size += klen;
+    if (kind == KIND_TOMBSTONE) {
+        self->deletes++;
+        self->block_deletes++;
+    } else {
+        self->raw_val_size += vlen;
+        if (kind == KIND_MERGE) {
+            self->merges++;
+            self->block_merges++;
+        } else {
+            self->puts++;
+            self->block_puts++;
+        }
+    }
+    if (self->want_hashes) {
+        self->hashes[self->num_hashes++] = siphash13_raw(k, klen);
+    }
+    return 0;
+}
+
+/* Adds one row tuple: checks and unpacks its fields, then bw_add_raw. */
 static int bw_add_tuple(BlockWriterObject *self, PyObject *row)
 {
     PyObject *key_obj = PyTuple_GET_ITEM(row, 0);
@@ -1551,16 +1782,13 @@ static int bw_add_tuple(BlockWriterObject *self, PyObject *row)
         ts_field(PyTuple_GET_ITEM(row, 5), "create_ts", &has_cre, &cre) < 0) {
         return -1;
     }
-
-    /* The key must be exact bytes to be kept (first/last key, index keys); a bytes-like
-     * key is copied once. */
-    PyObject *key;
+    ByteSpan key;
     if (PyBytes_CheckExact(key_obj)) {
-        key = key_obj;
-        Py_INCREF(key);
+        key.ptr = (const unsigned char *)PyBytes_AS_STRING(key_obj);
+        key.len = PyBytes_GET_SIZE(key_obj);
+        key.has_view = 0;
     } else if (PyObject_CheckBuffer(key_obj)) {
-        key = PyBytes_FromObject(key_obj);
-        if (key == NULL) {
+        if (span_get(key_obj, &key, "key") < 0) {
             return -1;
         }
     } else {
@@ -1568,149 +1796,21 @@ static int bw_add_tuple(BlockWriterObject *self, PyObject *row)
                      Py_TYPE(key_obj)->tp_name);
         return -1;
     }
-    const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key);
-    size_t klen = (size_t)PyBytes_GET_SIZE(key);
     ByteSpan val = {NULL, 0, {0}, 0};
     int rc = -1;
-    if (klen == 0) {
+    if (key.len == 0) {
         PyErr_SetString(PyExc_ValueError, "keys must not be empty");
         goto done;
     }
-    if (self->compacted && self->last_key != NULL) {
-        const unsigned char *lk = (const unsigned char *)PyBytes_AS_STRING(self->last_key);
-        size_t lklen = (size_t)PyBytes_GET_SIZE(self->last_key);
-        size_t m = klen < lklen ? klen : lklen;
-        int c = memcmp(k, lk, m);
-        if (c == 0) {
-            c = klen < lklen ? -1 : (klen > lklen ? 1 : 0);
-        }
-        if (c < 0 || (c == 0 && seq >= self->last_seq)) {
-            PyErr_Format(PyExc_ValueError, "rows out of order: %R@%llu after %R@%llu", key, seq,
-                         self->last_key, (unsigned long long)self->last_seq);
-            goto done;
-        }
-    }
-    if (kind != KIND_TOMBSTONE) {
-        if (span_get(val_obj, &val, "value") < 0) {
-            goto done;
-        }
-    }
-    size_t vlen = (size_t)val.len;
-
-    int restart = self->block_rows % RESTART_INTERVAL == 0;
-    size_t shared = 0;
-    if (!restart) {
-        const unsigned char *lk = (const unsigned char *)PyBytes_AS_STRING(self->last_key);
-        size_t lklen = (size_t)PyBytes_GET_SIZE(self->last_key);
-        size_t m = klen < lklen ? klen : lklen;
-        while (shared < m && lk[shared] == k[shared]) {
-            shared++;
-        }
-    }
-    size_t tail = vlen + 9 + (has_exp ? 8 : 0) + (has_cre ? 8 : 0) + varint_len(vlen);
-    size_t row_len = varint_len(shared) + varint_len(klen - shared) + (klen - shared) + tail;
-    if (self->block_rows > 0) {
-        size_t size = self->data_len + 2 * self->num_restarts + 2;
-        if (size + row_len + (restart ? 2 : 0) > (size_t)self->block_size) {
-            if (bw_close_block(self) < 0) {
-                goto done;
-            }
-            restart = 1;
-            shared = 0;
-            row_len = varint_len(0) + varint_len(klen) + klen + tail;
-        }
-    }
-    if (restart && self->data_len > U16_MAX) {
-        PyErr_SetString(PyExc_ValueError, "block data exceeds the u16 restart offset range");
+    if (kind != KIND_TOMBSTONE && span_get(val_obj, &val, "value") < 0) {
         goto done;
     }
-    if (row_len > (size_t)PY_SSIZE_T_MAX - self->data_len) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (grow((void **)&self->data, &self->data_cap, self->data_len + row_len, 1) < 0) {
-        goto done;
-    }
-    if (restart && grow((void **)&self->restarts, &self->restarts_cap,
-                        self->num_restarts + 1, sizeof(uint16_t)) < 0) {
-        goto done;
-    }
-    if (self->want_hashes && grow((void **)&self->hashes, &self->hashes_cap,
-                                  self->num_hashes + 1, sizeof(uint64_t)) < 0) {
-        goto done;
-    }
-
-    /* nothing below can fail */
-    if (restart) {
-        self->restarts[self->num_restarts++] = (uint16_t)self->data_len;
-    }
-    unsigned char *p = self->data + self->data_len;
-    p = put_varint(p, shared);
-    p = put_varint(p, klen - shared);
-    p = put_varint(p, vlen);
-    memcpy(p, k + shared, klen - shared);
-    p += klen - shared;
-    if (vlen) {
-        memcpy(p, val.ptr, vlen);
-        p += vlen;
-    }
-    store_be64(p, (uint64_t)seq);
-    unsigned flags = kind == KIND_TOMBSTONE ? FLAG_TOMBSTONE
-                   : kind == KIND_MERGE ? FLAG_MERGE_OPERAND : 0u;
-    if (has_exp) {
-        flags |= FLAG_HAS_EXPIRE_TS;
-    }
-    if (has_cre) {
-        flags |= FLAG_HAS_CREATE_TS;
-    }
-    p[8] = (unsigned char)flags;
-    p += 9;
-    if (has_exp) {
-        store_be64(p, (uint64_t)exp);
-        p += 8;
-    }
-    if (has_cre) {
-        store_be64(p, (uint64_t)cre);
-        p += 8;
-    }
-    self->data_len += row_len;
-
-    if (self->block_rows == 0) {
-        Py_INCREF(key);
-        Py_XSETREF(self->block_first_key, key);
-        self->block_first_seq = seq;
-    }
-    self->block_rows++;
-    if (self->first_key == NULL) {
-        Py_INCREF(key);
-        self->first_key = key;
-        self->first_seq = seq;
-    }
-    Py_INCREF(key);
-    Py_XSETREF(self->last_key, key);
-    self->last_seq = seq;
-    self->rows++;
-    self->raw_key_size += klen;
-    if (kind == KIND_TOMBSTONE) {
-        self->deletes++;
-        self->block_deletes++;
-    } else {
-        self->raw_val_size += vlen;
-        if (kind == KIND_MERGE) {
-            self->merges++;
-            self->block_merges++;
-        } else {
-            self->puts++;
-            self->block_puts++;
-        }
-    }
-    if (self->want_hashes) {
-        self->hashes[self->num_hashes++] = siphash13_raw(k, klen);
-    }
-    rc = 0;
+    rc = bw_add_raw(self, PyBytes_CheckExact(key_obj) ? key_obj : NULL, key.ptr,
+                    (size_t)key.len, (uint64_t)seq, (int)kind, val.ptr, (size_t)val.len,
+                    has_exp, exp, has_cre, cre);
 done:
     span_release(&val);
-    Py_DECREF(key);
+    span_release(&key);
     return rc;
 }
 
@@ -1885,7 +1985,10 @@ static PyObject *bw_get_first_key(BlockWriterObject *self, void *c)
 static PyObject *bw_get_last_key(BlockWriterObject *self, void *c)
 {
     (void)c;
-    return opt_key(self->last_key);
+    if (!self->last_key.set) {
+        Py_RETURN_NONE;
+    }
+    return keybuf_bytes(&self->last_key);
 }
 
 static PyObject *bw_get_first_seq(BlockWriterObject *self, void *c)
@@ -1900,7 +2003,7 @@ static PyObject *bw_get_first_seq(BlockWriterObject *self, void *c)
 static PyObject *bw_get_last_seq(BlockWriterObject *self, void *c)
 {
     (void)c;
-    if (self->last_key == NULL) {
+    if (!self->last_key.set) {
         Py_RETURN_NONE;
     }
     return PyLong_FromUnsignedLongLong(self->last_seq);
@@ -2005,6 +2108,10 @@ static PyTypeObject BlockWriterType = {
     .tp_new = bw_new,
 };
 
+/* ------------------------------------------------------------------ the native pipeline */
+
+#include "csrc/pipe.h"
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef module_methods[] = {
@@ -2017,6 +2124,8 @@ static PyMethodDef module_methods[] = {
     {"range_stats", py_range_stats, METH_O, range_stats_doc},
     {"decode_blocks", py_decode_blocks, METH_VARARGS, decode_blocks_doc},
     {"index_metas", py_index_metas, METH_VARARGS, index_metas_doc},
+    {"check_blocks", py_check_blocks, METH_VARARGS, check_blocks_doc},
+    {"pipe_crc32", py_pipe_crc32, METH_VARARGS, pipe_crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2043,7 +2152,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "RESTART_INTERVAL", RESTART_INTERVAL) < 0) {
+    if (PyModule_AddIntConstant(m, "RESTART_INTERVAL", RESTART_INTERVAL) < 0 ||
+        pipe_init_module(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

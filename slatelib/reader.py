@@ -38,6 +38,7 @@ from slatelib.core.checkpoints import (
 from slatelib.core.manifest import Checkpoint, Manifest
 from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, as_merge_operator
+from slatelib.core.rescale_check import RangeStats
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore, resolve_store  # resolve_store: re-exported
@@ -319,6 +320,20 @@ class DbReader:
         if start is not None and end is not None and start > end:
             raise InvalidArgumentError(f"scan start {start!r} is after end {end!r}")
         return self._current().scan(start, end)
+
+    def scan_stats(self, start: bytes | None = None, end: bytes | None = None) -> RangeStats:
+        """The :class:`~slatelib.core.rescale_check.RangeStats` of :meth:`scan` over
+        ``[start, end)``: live keys, their key + value bytes and digest, equal to
+        ``RangeStats.of(reader.scan(start, end))`` (computed natively when the extension is
+        built, without building the pairs).
+
+        Raises:
+            InvalidArgumentError: ``start`` after ``end``.
+            MergeOperatorMissingError: merge operands without a configured operator.
+        """
+        if start is not None and end is not None and start > end:
+            raise InvalidArgumentError(f"scan start {start!r} is after end {end!r}")
+        return self._current().scan_stats(start, end)
 
     def close(self) -> None:
         """Stop polling and, in managed mode, delete the reader's checkpoint."""

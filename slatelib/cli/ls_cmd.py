@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from slatelib.cli import output
@@ -29,7 +30,8 @@ from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
 from slatelib.core.gc_text import checkpoint_label
 from slatelib.core.manifest import Manifest
 from slatelib.errors import ObjectMissingError
-from slatelib.ids import Ulid
+from slatelib.format import manifest_native
+from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.ops.gc.state import read_compactions_state
 from slatelib.paths import DbPaths
@@ -65,10 +67,28 @@ def _sst_paths(root: str, live: LiveSet) -> dict[Ulid, str]:
     out: dict[Ulid, str] = {}
     for m in live.manifests().values():
         ext = external_roots(root, m, shape_only=True)  # listing only reads
-        for sid in m.referenced_sst_ids():
+        ids = [sid for sid in m.referenced_sst_ids() if sid not in out]
+        names = _own_names(own, [sid for sid in ids if sid not in ext])
+        for sid in ids:
             root_of = ext.get(sid)
-            out.setdefault(sid, own.compacted(sid) if root_of is None else DbPaths(root_of).compacted(sid))
+            out[sid] = names[sid] if root_of is None else DbPaths(root_of).compacted(sid)
     return out
+
+
+def _own_names(own: DbPaths, ids: list[Ulid]) -> dict[Ulid, str]:
+    """``own.compacted(sid)`` of every id: formatted natively in one call when the manifest
+    extension is built (a database of 100k SSTs has 100k names), else one by one."""
+    ext = manifest_native.ext
+    if ext is not None and ids:
+        head, _, tail = own.compacted(0).rpartition(_ZERO_NAME)
+        try:
+            return dict(zip(ids, ext.ulid_names(head, tail, list[int](ids)), strict=True))
+        except (OverflowError, TypeError, ValueError):
+            pass  # an id out of range (or a non-ASCII root): the reference path says which
+    return {sid: own.compacted(sid) for sid in ids}
+
+
+_ZERO_NAME = ulid_to_str(0)
 
 
 def _reasons(rules: GcRules, compactions_id: int | None, refs: dict[Ulid, str],
@@ -129,13 +149,28 @@ def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[st
     expected = {path: refs[sid] for sid, path in sst_paths.items()}
     for mid, who in lost_manifests.items():
         expected[ms.path(mid)] = f"pinned by {who}"
+    # A listed object at the exact path of a referenced SST of this database is that SST
+    # (classify would parse its name back to the same id): its kind and reference come
+    # from a dict lookup. Every other object is classified one by one.
+    own_dir = DbPaths(root).compacted_dir + "/"
+    referenced_here = {path: refs[sid] for sid, path in sst_paths.items()
+                       if path.startswith(own_dir) and "/" not in path[len(own_dir):]}
+    iso: dict[int | None, str | None] = {}
     seen: set[str] = set()
-    for meta in sorted(store.list(root), key=lambda m: m.path):
-        seen.add(meta.path)
-        kind, reasons = _reasons(rules, state.version_id, refs, meta)
-        yield {"path": meta.path, "kind": kind, "size": meta.size,
-               "last_modified_ms": meta.last_modified_ms,
-               "last_modified": iso_ms(meta.last_modified_ms),
+    for meta in sorted(store.list(root), key=_PATH):
+        path = meta.path
+        seen.add(path)
+        ref = referenced_here.get(path)
+        if ref is not None:
+            kind, reasons = _COMPACTED, [ref]
+        else:
+            kind, reasons = _reasons(rules, state.version_id, refs, meta)
+        ms_ = meta.last_modified_ms
+        when = iso.get(ms_, _UNSET)
+        if when is _UNSET:
+            when = iso[ms_] = iso_ms(ms_)
+        yield {"path": path, "kind": kind, "size": meta.size,
+               "last_modified_ms": ms_, "last_modified": when,
                "referenced_by": reasons or ["unreferenced"]}
     prefix = root + "/" if root else ""
     outside = sorted(p for p in expected if p not in seen and not p.startswith(prefix))
@@ -151,6 +186,10 @@ def list_objects(store: ObjectStore, root: str, now_ms: int) -> Iterator[dict[st
         row["referenced_by"] = [expected[path]]
         yield row
 
+
+_PATH = attrgetter("path")
+_COMPACTED = ObjectKind.COMPACTED.value
+_UNSET: Any = object()
 
 _LINES_PER_WRITE = 4096
 
@@ -199,6 +238,26 @@ def _table(rows: list[dict[str, Any]], tot: dict[str, Any]) -> str:
         ("KIND", "OBJECTS", "SIZE", "UNREFERENCED", "UNREFERENCED SIZE"), kinds)
 
 
+_ENCODE = json.JSONEncoder().encode
+_STR = json.encoder.encode_basestring_ascii  # what JSONEncoder uses for str (ensure_ascii)
+_ROW_KEYS = ("path", "kind", "size", "last_modified_ms", "last_modified", "referenced_by")
+
+
+def json_line(row: dict[str, Any]) -> str:
+    """``json.JSONEncoder().encode(row)`` (what ``ctx.emit`` writes), built from a template
+    for the common row: these six keys in this order, ints, strs and a list of strs (the
+    C string escaper, the same separators); any other row goes to the encoder."""
+    if tuple(row) == _ROW_KEYS:
+        path, kind, size, ms_, when, refs = row.values()
+        if (type(path) is str and type(kind) is str and type(size) is int
+                and type(ms_) is int and type(when) is str and type(refs) is list
+                and all(type(r) is str for r in refs)):
+            return (f'{{"path": {_STR(path)}, "kind": {_STR(kind)}, "size": {size!r}, '
+                    f'"last_modified_ms": {ms_!r}, "last_modified": {_STR(when)}, '
+                    f'"referenced_by": [{", ".join(map(_STR, refs))}]}}')
+    return _ENCODE(row)
+
+
 def cmd_ls(ctx: Context) -> None:
     """One JSON line per object, then ``{"totals": ...}``; or a table and a totals table."""
     from slatelib.clock import SYSTEM_CLOCK
@@ -207,12 +266,11 @@ def cmd_ls(ctx: Context) -> None:
     table = ctx.output_format == "table"
     # JSON lines are written in batches (a database of 100k SSTs has 100k lines): the same
     # text as ctx.emit writes, one write per batch.
-    encode = json.JSONEncoder().encode
     batch: list[str] = []
     for row in list_objects(ctx.store, ctx.db_path, SYSTEM_CLOCK.now_ms()):
         rows.append(row)
         if not table:
-            batch.append(encode(row))
+            batch.append(json_line(row))
             if len(batch) >= _LINES_PER_WRITE:
                 sys.stdout.write("\n".join(batch) + "\n")
                 batch.clear()

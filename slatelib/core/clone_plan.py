@@ -24,6 +24,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
+from operator import attrgetter, is_
+from typing import Any
 
 from slatelib.core.manifest import (
     EMPTY_SEQUENCE_TRACKER,
@@ -261,12 +264,28 @@ def project(m: Manifest, projection: BytesRange, *, path: str = "") -> Manifest:
 def owned_sst_ids(m: Manifest) -> tuple[Ulid, ...]:
     """SST ids stored under the database's own path (referenced, not external), in view
     order (L0, then runs, then segments), each once."""
-    external = {s for e in m.external_dbs for s in e.sst_ids}
-    seen: dict[Ulid, None] = {}
-    for v in m.all_views():
-        if v.sst_id not in external:
-            seen.setdefault(v.sst_id, None)
-    return tuple(seen)
+    key = (m.l0, m.compacted, m.segments, m.external_dbs)
+    memo = _owned_memo[0]  # one read: another thread may replace the entry meanwhile
+    if memo is not None and all(map(is_, memo[0], key)):
+        return memo[1]  # the same (immutable) trees: a clone plans before and after pinning
+    # C-level passes (a clone of a large database walks every view): the ids in view
+    # order, deduplicated by a dict in first-seen order, then the external ones dropped
+    # (the same ids in the same order as a loop over the views).
+    views = chain(m.l0, chain.from_iterable(map(_VIEWS, m.compacted)))
+    for seg in m.segments or ():
+        views = chain(views, seg.l0, chain.from_iterable(map(_VIEWS, seg.compacted)))
+    seen = dict.fromkeys(map(_SST_ID, views))
+    for e in m.external_dbs:
+        for s in e.sst_ids:
+            seen.pop(s, None)
+    out = tuple(seen)
+    _owned_memo[0] = (key, out)
+    return out
+
+
+_SST_ID, _VIEWS = attrgetter("sst_id"), attrgetter("views")
+_owned_memo: list[tuple[tuple[Any, ...], tuple[Ulid, ...]] | None] = [None]
+"""The last :func:`owned_sst_ids` call: its trees (compared by identity) and its result."""
 
 
 def _inherited(parent: Manifest, new_final: Callable[[], uuid.UUID | None]) -> list[ExternalDb]:

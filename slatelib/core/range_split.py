@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from itertools import accumulate, compress, islice
+from operator import attrgetter, itemgetter, le
 from typing import NamedTuple
 
 from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange
@@ -127,6 +129,30 @@ def ranges_from_boundaries(boundaries: Sequence[bytes]) -> list[BytesRange]:
     return out
 
 
+class SortedAnchors(NamedTuple):
+    """Anchors sorted by ``(key, weight)`` with their keys and prefix sums, built once by
+    :func:`sort_anchors` and shared by :func:`split_sorted` and :func:`hot_ranges_sorted`
+    (a large compaction has one anchor per input view: sorting them once, not twice)."""
+
+    keys: list[bytes]
+    """The sorted anchors' keys."""
+    prefix: list[int]
+    """``prefix[i]``: the weight of the anchors before ``i`` (``len(keys) + 1`` entries)."""
+    monotonic: bool
+    """No negative weight, so ``prefix`` is nondecreasing (bisectable)."""
+
+
+def sort_anchors(anchors: Sequence[Anchor]) -> SortedAnchors:
+    """:class:`SortedAnchors` of ``anchors``."""
+    ordered = sorted(anchors)
+    weights = list(map(_WEIGHT, ordered))
+    return SortedAnchors(list(map(_KEY, ordered)), list(accumulate(weights, initial=0)),
+                         not weights or min(weights) >= 0)
+
+
+_KEY, _WEIGHT = itemgetter(0), itemgetter(1)
+
+
 def split_by_weight(anchors: Sequence[Anchor], count: int) -> list[BytesRange]:
     """Up to ``count`` covering ranges cut at the weighted quantiles of ``anchors``.
 
@@ -136,22 +162,57 @@ def split_by_weight(anchors: Sequence[Anchor], count: int) -> list[BytesRange]:
     """
     if count <= 1 or not anchors:
         return [BytesRange.all()]
-    ordered = sorted(anchors)
-    total = sum(a.weight for a in ordered)
+    return split_sorted(sort_anchors(anchors), count)
+
+
+def split_sorted(anchors: SortedAnchors, count: int) -> list[BytesRange]:
+    """:func:`split_by_weight` of anchors sorted by :func:`sort_anchors`.
+
+    The definition walks every anchor in order: a boundary goes at an anchor when the
+    weight before it has reached the current threshold, its key is above the last boundary
+    (the first key before any), and fewer than ``count - 1`` boundaries exist; then the
+    threshold moves past that weight in steps of the target. Both conditions are monotone
+    along the sorted anchors (the prefix sums never decrease when no weight is negative,
+    the keys are sorted), so the next boundary is the later of the first anchor meeting
+    each, found by two bisections: O(count * log n) after the sort instead of a Python
+    step per anchor. The threshold is advanced by the same float additions, so the result
+    is the definition's exactly; with a negative weight the walk itself is done.
+    """
+    keys, prefix = anchors.keys, anchors.prefix
+    n = len(keys)
+    if count <= 1 or n == 0:
+        return [BytesRange.all()]
+    total = prefix[n]
     if total <= 0:
         return [BytesRange.all()]
     target = total / count
     threshold = target
-    first_key = ordered[0].key
+    last = keys[0]
     boundaries: list[bytes] = []
-    cumulative = 0
-    for a in ordered:
-        distinct = a.key > (boundaries[-1] if boundaries else first_key)
-        if cumulative >= threshold and distinct and len(boundaries) < count - 1:
-            boundaries.append(a.key)
-            while threshold <= cumulative:
-                threshold += target
-        cumulative += a.weight
+    if not anchors.monotonic:
+        for i in range(n):
+            cumulative = prefix[i]
+            if (cumulative >= threshold and keys[i] > last
+                    and len(boundaries) < count - 1):
+                last = keys[i]
+                boundaries.append(last)
+                while threshold <= cumulative:
+                    threshold += target
+        return ranges_from_boundaries(boundaries)
+    i = 0
+    while len(boundaries) < count - 1:
+        i = bisect_left(prefix, threshold, i, n)  # first anchor with enough weight before it
+        if i >= n:
+            break
+        i = bisect_right(keys, last, i, n)  # ... whose key is above the last boundary
+        if i >= n:
+            break
+        last = keys[i]
+        boundaries.append(last)
+        cumulative = prefix[i]
+        while threshold <= cumulative:
+            threshold += target
+        i += 1
     return ranges_from_boundaries(boundaries)
 
 
@@ -164,19 +225,21 @@ def hot_ranges(
     ranges: Sequence[BytesRange], anchors: Sequence[Anchor], count: int
 ) -> list[int]:
     """Indices of ranges heavier than :data:`HOT_FACTOR` times the per-range target."""
-    total = sum(a.weight for a in anchors)
+    if count <= 1 or not anchors:
+        return []
+    return hot_ranges_sorted(ranges, sort_anchors(anchors), count)
+
+
+def hot_ranges_sorted(ranges: Sequence[BytesRange], anchors: SortedAnchors,
+                      count: int) -> list[int]:
+    """:func:`hot_ranges` of anchors sorted by :func:`sort_anchors`: each range's weight
+    by two bisections over the sorted keys and a difference of prefix sums (the same sum
+    as :func:`range_weight`, without a pass over every anchor per range)."""
+    keys, prefix = anchors.keys, anchors.prefix
+    total = prefix[-1]
     if total <= 0 or count <= 1:
         return []
     limit = HOT_FACTOR * total / count
-    # Prefix sums over the anchors in key order: each range's weight by two bisections
-    # (the same sum as range_weight, without a pass over every anchor per range).
-    ordered = sorted(anchors)
-    keys = [a.key for a in ordered]
-    prefix = [0]
-    acc = 0
-    for a in ordered:
-        acc += a.weight
-        prefix.append(acc)
     hot = []
     for i, r in enumerate(ranges):
         lo, hi = _key_slice(keys, r)
@@ -224,6 +287,30 @@ class RunKeys(NamedTuple):
 def run_keys(effective: Sequence[BytesRange]) -> RunKeys | None:
     """:class:`RunKeys` of views in key order, or None when their start or end keys are not
     nondecreasing (then only a scan of every view is correct)."""
+    included = BoundKind.INCLUDED
+    starts_b, ends_b = list(map(_START, effective)), list(map(_END, effective))
+    n = len(starts_b)
+    # (list.count compares by identity first: no Python-level enum __eq__/__hash__ call.)
+    if (list(map(_KIND, starts_b)).count(included) == n
+            and list(map(_KIND, ends_b)).count(included) == n):
+        # Every view is [first, last] (what a compaction writes: no visible range): the
+        # key lists, their order and emptiness come from C-level maps, no Python step per
+        # view. Bounded keys are bytes (Bound's invariant).
+        starts: list[bytes] = list(map(_BOUND_KEY, starts_b))
+        ends: list[bytes] = list(map(_BOUND_KEY, ends_b))
+        if not (all(map(le, starts, islice(starts, 1, None)))
+                and all(map(le, ends, islice(ends, 1, None)))):
+            return None
+        return RunKeys(effective, starts, ends, list(map(le, starts, ends)))
+    return _run_keys_scan(effective)
+
+
+_START, _END = attrgetter("start"), attrgetter("end")
+_KIND, _BOUND_KEY = attrgetter("kind"), attrgetter("key")
+
+
+def _run_keys_scan(effective: Sequence[BytesRange]) -> RunKeys | None:
+    """:func:`run_keys` for views of any bound kinds, one view at a time."""
     starts: list[bytes] = []
     ends: list[bytes] = []
     nonempty: list[bool] = []
@@ -266,14 +353,16 @@ def overlapping_views(keys: RunKeys, task_range: BytesRange) -> list[int]:
     starts, ends, nonempty, eff = keys.starts, keys.ends, keys.nonempty, keys.effective
     lo = 0 if s_key is None else bisect_left(ends, s_key)
     hi = len(eff) if e_key is None else bisect_right(starts, e_key)
-    n_ends = len(ends)
-    out = []
-    for i in range(lo, hi):
-        inside = (s_key is None or starts[i] > s_key) and (
-            e_key is None if i >= n_ends else (e_key is None or ends[i] < e_key))
-        if inside:
-            if nonempty[i]:
-                out.append(i)
-        elif overlaps(eff[i], task_range):
-            out.append(i)
+    if lo >= hi:
+        return []
+    # The inside views are one slice [a, b) of [lo, hi): those starting strictly after the
+    # start key (starts nondecreasing) and ending strictly before the end key (a bounded
+    # end key excludes the views of unbounded end, which come after len(ends)).
+    a = lo if s_key is None else max(lo, bisect_right(starts, s_key, lo, hi))
+    b = hi if e_key is None else min(hi, bisect_left(ends, e_key, lo, min(hi, len(ends))))
+    if a >= b:
+        return [i for i in range(lo, hi) if overlaps(eff[i], task_range)]
+    out = [i for i in range(lo, a) if overlaps(eff[i], task_range)]
+    out.extend(compress(range(a, b), islice(nonempty, a, b)))
+    out.extend(i for i in range(b, hi) if overlaps(eff[i], task_range))
     return out

@@ -27,7 +27,7 @@ the one from the newest source.
 window, the few keys that need any of this (several versions, expiry, tombstones in the
 bottom run, operands to fold) and copies every other row through untouched.
 
-This module is the reference. ``slatelib/_merge.c`` applies the same steps per key in its
+This module is the reference. ``slatelib/csrc/pipe.h`` applies the same steps per key in its
 merge loop (through :func:`slatelib.format.native_merge.retained_batches`) and calls
 :func:`retain_versions` for a key with merge operands when an operator is configured; the
 merge matrix in tests/unit/core/test_retention.py runs against both.

@@ -11,7 +11,7 @@ put in seq order by :func:`slatelib.core.retention.retain_window`.
 
 Memory is bounded by ``fill_rows`` (plus one block) per source and one window.
 
-This is the pure-Python reference of compaction's merge; with ``slatelib/_merge.c`` built,
+This is the pure-Python reference of compaction's merge; with ``slatelib._speedups`` built,
 compaction uses :func:`slatelib.format.native_merge.retained_batches`, which returns the same
 rows and counters (tests/unit/format/test_native_merge.py).
 """

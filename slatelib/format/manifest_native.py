@@ -6,6 +6,8 @@ was set when :mod:`slatelib.format.native` was first imported (the same switch a
 ``encode_manifest`` (the whole version-2 file) and for the three big vectors of a decoded
 manifest (``ssts``, ``l0``, ``compacted``, also inside segments, and the ``sst_ids`` of
 external databases); everything else is decoded by the reference code.
+:mod:`slatelib.format.compactions_codec` uses it for ``encode_compactions`` (the whole
+compactions file) and for the output-SST and L0 view id vectors of a decoded one.
 
 The encoder keeps the section it wrote first (the SST list and the tree) with the tuples it
 came from: encoding a manifest that holds the same tuples (a checkpoint or an epoch
@@ -26,6 +28,13 @@ from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol, cast
 
+from slatelib.core.compactions import (
+    CompactedSsTable,
+    Compactions,
+    CompactionStatus,
+    DrainSegmentSpec,
+    TieredCompactionSpec,
+)
 from slatelib.core.manifest import (
     CompressionCodec,
     FilterFormat,
@@ -36,10 +45,12 @@ from slatelib.core.manifest import (
     SstType,
     SstView,
 )
+from slatelib.core.ranges import BytesRange
 from slatelib.format.native import DISABLED_BY_ENV
 from slatelib.ids import Ulid
 
 ViewCallback = Callable[[Ulid, Ulid, int], SstView]
+RangeCallback = Callable[[int], BytesRange]
 ProblemCallback = Callable[[SstView, Mapping[Ulid, SstHandle]], "str | None"]
 
 
@@ -75,6 +86,12 @@ class ManifestExt(Protocol):
                              /) -> list[Any]: ...
     def encode_v2(self, m: Manifest, view_problem: ProblemCallback, size_hint: int,
                   /) -> bytes: ...
+    def configure_compactions(self, compacted: type[CompactedSsTable],
+                              tiered: type[TieredCompactionSpec], drain: type[DrainSegmentSpec],
+                              statuses: tuple[IntEnum, ...], /) -> None: ...
+    def read_compacted(self, data: bytes, start: int, vec_start: int, n: int,
+                       range_cb: RangeCallback, /) -> tuple[CompactedSsTable, ...]: ...
+    def encode_compactions(self, c: Compactions, size_hint: int, /) -> bytes: ...
 
 
 def _by_value(members: type[IntEnum]) -> tuple[IntEnum, ...]:
@@ -90,8 +107,12 @@ def _load() -> ManifestExt | None:
         module = cast(ManifestExt, importlib.import_module("slatelib._manifest"))
     except ImportError:
         return None
+    if not hasattr(module, "configure_compactions"):  # pragma: no cover - a stale build
+        return None  # built from an older _manifest.c (a failed rebuild keeps it): unused
     module.configure(SsTableInfo, SstHandle, SstView, SortedRun, _by_value(CompressionCodec),
                      _by_value(SstType), _by_value(FilterFormat))
+    module.configure_compactions(CompactedSsTable, TieredCompactionSpec, DrainSegmentSpec,
+                                 _by_value(CompactionStatus))
     return module
 
 

@@ -1,6 +1,7 @@
-"""The optional C extensions: ``slatelib._speedups`` (hot paths of the SST codec),
-``slatelib._merge`` (k-way merge with retention or resolution, used through
-:mod:`slatelib.format.native_merge`) and ``slatelib._sstwrite`` (SST finishing). Pure.
+"""The optional C extensions: ``slatelib._speedups`` (hot paths of the SST codec, and the
+native pipeline whose ``Pipe`` is also the k-way merge of
+:mod:`slatelib.format.native_merge`: see :mod:`slatelib.format.native_pipe`) and
+``slatelib._sstwrite`` (SST finishing). Pure.
 
 ``speedups`` is the extension module, or None when it is not built (no compiler at install
 time) or when ``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first
@@ -19,8 +20,8 @@ from __future__ import annotations
 import importlib
 import os
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, Protocol, cast, overload
+from collections.abc import Callable
+from typing import Literal, Protocol, cast, overload
 
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError
@@ -104,32 +105,6 @@ class Speedups(Protocol):
                       version: int, flat: Literal[True], /) -> list[Row]: ...
 
 
-class Merger(Protocol):
-    """``_merge.Merger``: an iterator of output lists (see :mod:`slatelib.format.native_merge`)."""
-
-    def __iter__(self) -> Merger: ...
-    def __next__(self) -> list[Any]: ...
-    @property
-    def stats(self) -> tuple[int, int, int, int, int, int]: ...
-
-
-class MergerFactory(Protocol):
-    def __call__(self, sources: Sequence[Iterable[list[Row]]], mode: int, *,
-                 fold: Callable[..., Any] | None = None, min_seq: int = 0,
-                 bottom: bool = False, clock_tick: int = 0, batch: int = 4096) -> Merger: ...
-
-
-class MergeModule(Protocol):
-    """The optional extension ``slatelib/_merge.c`` (k-way merge with retention or
-    resolution); raises ValueError on rows out of order or malformed."""
-
-    Merger: MergerFactory
-    MergeInputError: type[ValueError]
-    MODE_ROWS: int
-    MODE_RESOLVE: int
-    MODE_RETAIN: int
-
-
 class SstBlocks(Protocol):
     """``_sstwrite.SstBlocks``: one SST's data blocks framed (compressed, CRC-32), with
     their index and stats encoded natively (reference: ``sst.SstWriter``'s Python path)."""
@@ -171,18 +146,6 @@ DISABLED_BY_ENV: bool = native_disabled()
 """``SLATELIB_NO_NATIVE`` was set when this module was imported."""
 speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
 HAVE_NATIVE: bool = speedups is not None
-
-
-def _load_merge() -> MergeModule | None:
-    try:
-        module = importlib.import_module("slatelib._merge")
-    except ImportError:
-        return None
-    return cast(MergeModule, module)
-
-
-merge: MergeModule | None = None if DISABLED_BY_ENV else _load_merge()
-"""``slatelib._merge`` (None: not built, or ``SLATELIB_NO_NATIVE``)."""
 
 
 def _load_sstwrite() -> SstWriteModule | None:

@@ -1,10 +1,12 @@
-"""K-way merges of sorted row sources: native (``slatelib/_merge.c``) or the Python reference.
+"""K-way merges of sorted row sources: native (the ``Pipe`` of ``slatelib/csrc/pipe.h``) or
+the Python reference.
 
 Pure. A *source* is an iterable of blocks, lists of rows in storage order (key ascending,
 seq descending), and sources are given newest first. Three merges, each with a native engine
-(one C loop over a heap of cursors, one Python call per block and per output batch) and the
-pure-Python reference it must equal (``tests/unit/format/test_native_merge.py`` diffs the two
-on random inputs; ``tests/unit/core/test_retention.py`` runs the merge matrix on both):
+(one C loop over a heap of cursors, one Python call per output batch: the native pipeline's
+``Pipe`` over Python rows, :mod:`slatelib.format.native_pipe`) and the pure-Python reference
+it must equal (``tests/unit/format/test_native_merge.py`` diffs the two on random inputs;
+``tests/unit/core/test_retention.py`` runs the merge matrix on both):
 
 - :func:`merged_rows`: every row, merged (reference: ``heapq.merge`` in
   :func:`slatelib.core.merge.merge_sources`);
@@ -27,44 +29,23 @@ predecessor in the same source, or a malformed row, raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Any
 
-from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows, resolve_versions
-from slatelib.core.retention import (
-    RetentionPolicy,
-    RetentionStats,
-    retain_versions,
-    retain_window,
-)
+from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows
+from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
 from slatelib.core.row import Row
 from slatelib.core.window_merge import DEFAULT_FILL_ROWS, merge_windows
-from slatelib.errors import CorruptObjectError
-from slatelib.format import native
+from slatelib.format import native_pipe
+from slatelib.format.native_pipe import SCAN_BATCH, RetainPipe, drain, scan_pairs
 
 Source = Iterable[list[Row]]
 
-SCAN_BATCH = 1024
-"""Pairs per native batch of a scan (bounds what a scan holds beyond one block per source)."""
+ROWS_BATCH = 4096
+"""Rows per native batch of :func:`merged_rows`."""
 
-HAVE_NATIVE_MERGE: bool = native.merge is not None
-
-
-def _engine(use_native: bool) -> native.MergeModule | None:
-    return native.merge if use_native else None
-
-
-def _run(merger: native.Merger, ext: native.MergeModule) -> Iterator[list[Any]]:
-    """Batches of ``merger``; its input errors become :class:`CorruptObjectError`."""
-    while True:
-        try:
-            batch = next(merger)
-        except StopIteration:
-            return
-        except ext.MergeInputError as exc:
-            raise CorruptObjectError(f"merging sorted sources: {exc}") from exc
-        yield batch
+HAVE_NATIVE_MERGE: bool = native_pipe.HAVE_NATIVE_PIPE
+"""The native engine (the pipeline's ``Pipe``) is built and enabled."""
 
 
 def merged_rows(sources: Sequence[Source], *, use_native: bool = True) -> Iterator[Row]:
@@ -74,10 +55,11 @@ def merged_rows(sources: Sequence[Source], *, use_native: bool = True) -> Iterat
     Raises:
         CorruptObjectError: (native) a source is out of order or holds a malformed row.
     """
-    ext = _engine(use_native)
+    ext = native_pipe.engine(use_native)
     if ext is None:
         return merge_sources([chain.from_iterable(s) for s in sources])
-    return chain.from_iterable(_run(ext.Merger(sources, ext.MODE_ROWS), ext))
+    pipe = ext.Pipe(sources, ext.PIPE_ROWS)
+    return chain.from_iterable(drain(pipe, ext, ROWS_BATCH))
 
 
 def resolved_pairs(
@@ -90,16 +72,10 @@ def resolved_pairs(
         MergeOperatorMissingError: a key has merge operands and no operator is set.
         CorruptObjectError: (native) a source is out of order or holds a malformed row.
     """
-    ext = _engine(use_native)
-    if ext is None:
+    if native_pipe.engine(use_native) is None:
         return resolve_rows(merge_sources([chain.from_iterable(s) for s in sources]),
                             merge_operator)
-
-    def fold(key: bytes, versions: list[Row]) -> bytes | None:
-        return resolve_versions(key, versions, merge_operator)
-
-    merger = ext.Merger(sources, ext.MODE_RESOLVE, fold=fold, batch=batch)
-    return chain.from_iterable(_run(merger, ext))
+    return scan_pairs(sources, merge_operator, batch=batch)
 
 
 def retained_batches(
@@ -113,10 +89,9 @@ def retained_batches(
         CorruptObjectError: (native) a source is out of order or holds a malformed row.
         Exception: whatever the merge operator raises.
     """
-    ext = _engine(use_native)
-    if ext is None:
+    if native_pipe.engine(use_native) is None:
         return _retained_py(sources, policy, stats, fill_rows)
-    return _retained_native(ext, sources, policy, stats, fill_rows)
+    return _retained_native(sources, policy, stats, fill_rows)
 
 
 def _retained_py(sources: Sequence[Source], policy: RetentionPolicy, stats: RetentionStats,
@@ -127,35 +102,16 @@ def _retained_py(sources: Sequence[Source], policy: RetentionPolicy, stats: Rete
             yield kept
 
 
-def _retained_native(ext: native.MergeModule, sources: Sequence[Source],
-                     policy: RetentionPolicy, stats: RetentionStats,
-                     fill_rows: int) -> Iterator[list[Row]]:
-    fold: Callable[[list[Row]], list[Row]] | None = None
-    if policy.merge_operator is not None:
-        def fold(versions: list[Row]) -> list[Row]:
-            return retain_versions(versions, policy, stats)
-
-    merger = ext.Merger(sources, ext.MODE_RETAIN, fold=fold, min_seq=policy.min_seq,
-                        bottom=policy.bottom, clock_tick=policy.clock_tick,
-                        batch=max(1, fill_rows))
-    counted = (0, 0, 0, 0, 0, 0)
-    try:
-        for batch in _run(merger, ext):
-            counted = _add_stats(stats, merger.stats, counted)
-            if batch:
-                yield batch
-    finally:
-        _add_stats(stats, merger.stats, counted)
+def _retained_native(sources: Sequence[Source], policy: RetentionPolicy,
+                     stats: RetentionStats, fill_rows: int) -> Iterator[list[Row]]:
+    pipe = RetainPipe(sources, policy, stats)  # counts into ``stats`` after every call
+    limit = max(1, fill_rows)
+    while True:
+        batch = pipe.rows(limit)
+        if not batch:
+            return
+        yield batch
 
 
-def _add_stats(stats: RetentionStats, now: tuple[int, int, int, int, int, int],
-               before: tuple[int, int, int, int, int, int]) -> tuple[int, int, int, int, int, int]:
-    """Add the native counters' growth since ``before`` to ``stats``; returns ``now``."""
-    d = [a - b for a, b in zip(now, before, strict=True)]
-    stats.rows_in += d[0]
-    stats.rows_out += d[1]
-    stats.versions_dropped += d[2]
-    stats.tombstones_dropped += d[3]
-    stats.expired_to_tombstone += d[4]
-    stats.expired_merges_dropped += d[5]
-    return now
+__all__ = ["HAVE_NATIVE_MERGE", "ROWS_BATCH", "SCAN_BATCH", "Source", "merged_rows",
+           "resolved_pairs", "retained_batches"]

@@ -9,7 +9,7 @@ Every region but the info is ``compress(payload) || crc32_be(compressed)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -165,6 +165,26 @@ class SstWriter:
         it = iter(rows)
         while batch := list(islice(it, 16 * _BATCH)):
             self.add_rows(batch)
+
+    @property
+    def block_writer(self) -> native.BlockWriter:
+        """The block writer rows go through: what a native pipeline step fills
+        (:meth:`fill`; ``slatelib.format.native_pipe.accepts_fill`` says whether it can)."""
+        return self._w
+
+    def fill(self, step: Callable[[native.BlockWriter, int], bool], budget: int) -> bool:
+        """Let ``step`` add rows to :attr:`block_writer` directly, about ``budget`` encoded
+        bytes of them (``RetainPipe.fill``: the native compaction pipeline, one call per step
+        instead of one per row list), then frame the blocks it finished; returns ``step``'s
+        result (True: its input is exhausted).
+
+        Raises:
+            Exception: whatever ``step`` raises; the blocks finished before are kept.
+        """
+        try:
+            return step(self._w, budget)
+        finally:
+            self._collect()
 
     def _collect(self) -> None:
         """Compress and checksum the blocks the block writer finished."""

@@ -89,7 +89,28 @@ def create_checkpoint(
             missing or expired.
         InvalidArgumentError: a bad lifetime or id.
     """
-    manifests = _manifests(path, store)
+    cp, _ = create_checkpoint_stored(_manifests(path, store), lifetime=lifetime,
+                                     source=source, name=name, clock=clock)
+    return cp
+
+
+def create_checkpoint_stored(
+    manifests: ManifestStore,
+    *,
+    lifetime: Lifetime = None,
+    source: uuid.UUID | str | None = None,
+    name: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    current: StoredManifest | None = None,
+) -> tuple[Checkpoint, StoredManifest]:
+    """:func:`create_checkpoint`, also returning the latest manifest it saw: the one it
+    wrote (which the new checkpoint pins), or, when an earlier attempt of this call had
+    landed, the latest one then. ``current``: a version just read, used for the first
+    attempt instead of reading the latest again (a conflict re-reads, as always).
+
+    Raises:
+        as :func:`create_checkpoint`.
+    """
     lifetime_s = lifetime_seconds(lifetime, clock)
     src = None if source is None else as_checkpoint_id(source)
     checkpoint_id = uuid.uuid4()
@@ -103,12 +124,12 @@ def create_checkpoint(
         )
         return add_checkpoint(cur.value, cp)
 
-    stored = update_versioned(manifests, mutate, clock=clock)
+    stored = update_versioned(manifests, mutate, clock=clock, current=current)
     cp = stored.value.checkpoint(checkpoint_id)
     assert cp is not None
     log.info("checkpoint created [path=%s, id=%s, manifest_id=%d, expire_time_s=%s]",
              manifests.root, cp.id, cp.manifest_id, cp.expire_time_s)
-    return cp
+    return cp, stored
 
 
 def refresh_checkpoint(

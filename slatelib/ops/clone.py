@@ -69,7 +69,7 @@ from slatelib.errors import (
     ObjectMissingError,
 )
 from slatelib.objstore import ObjectStore
-from slatelib.ops.checkpoint import as_checkpoint_id, create_checkpoint
+from slatelib.ops.checkpoint import as_checkpoint_id, create_checkpoint_stored
 from slatelib.ops.destroy import DELETING_MARKER, layout_objects
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
@@ -191,9 +191,10 @@ def _final_checkpoint_step(
     return mutate
 
 
-def _check_final_checkpoint_step(store: ObjectStore, entry: ExternalDb, clock: Clock) -> None:
+def _check_final_checkpoint_step(store: ObjectStore, entry: ExternalDb, clock: Clock
+                                  ) -> StoredManifest:
     """Apply :func:`_final_checkpoint_step` to the latest manifest of ``entry``'s database
-    without writing it.
+    without writing it; returns that manifest.
 
     Raises:
         InvalidDbStateError: as the step; also when that database has no manifest.
@@ -203,11 +204,15 @@ def _check_final_checkpoint_step(store: ObjectStore, entry: ExternalDb, clock: C
     except ManifestMissingError as exc:
         raise InvalidDbStateError(f"external database {entry.path!r} has no manifest") from exc
     _final_checkpoint_step(entry, clock)(latest)
+    return latest
 
 
-def _ensure_final_checkpoint(store: ObjectStore, entry: ExternalDb, clock: Clock) -> None:
+def _ensure_final_checkpoint(store: ObjectStore, entry: ExternalDb, clock: Clock,
+                             current: StoredManifest | None = None) -> None:
+    """Step 5 for one external database (``current``: its manifest as just read, tried
+    first; a newer one makes the write conflict and the loop read again)."""
     update_versioned(ManifestStore(store, entry.path), _final_checkpoint_step(entry, clock),
-                     clock=clock)
+                     clock=clock, current=current)
 
 
 def _check_parent(parent_root: str, parent: StoredManifest) -> None:
@@ -321,6 +326,8 @@ def _at_checkpoint(ms: ManifestStore, latest: StoredManifest, wanted: uuid.UUID,
     if cp.is_expired(clock.now_ms() / 1000):
         raise InvalidDbStateError(
             f"checkpoint {wanted} of {ms.root!r} has expired (at {cp.expire_time_s})")
+    if cp.manifest_id == latest.id:
+        return latest  # the version it pins is the one in hand (versions never change)
     return ms.read(cp.manifest_id)
 
 
@@ -357,20 +364,31 @@ def _preflight(store: ObjectStore, clone_root: str, sources: Sequence[CloneSourc
     return planned
 
 
-def _pin(store: ObjectStore, sources: Sequence[CloneSource], clock: Clock
-         ) -> list[tuple[StoredManifest, PinnedSource]]:
+def _pin(store: ObjectStore, sources: Sequence[CloneSource], latest: Sequence[StoredManifest],
+         clock: Clock) -> list[tuple[StoredManifest, PinnedSource]]:
     """Step 3: each source's checkpoint (a new ephemeral one when none was given) and the
     manifest it pins.
+
+    ``latest``: each source's latest manifest as read by this attempt. A new ephemeral
+    checkpoint is written on top of it (a newer version makes that write conflict and read
+    again) and pins the version it writes, which is then known without reading it back
+    (versions are written once, with put-if-absent). A given checkpoint is looked up in a
+    fresh read of the latest manifest, as before.
 
     Raises:
         InvalidDbStateError: a checkpoint vanished meanwhile.
     """
     out = []
-    for s in sources:
+    for s, cur in zip(sources, latest, strict=True):
         ms = ManifestStore(store, s.path)
-        source = s.checkpoint or create_checkpoint(
-            s.path, store, lifetime=EPHEMERAL_CHECKPOINT_LIFETIME_S, clock=clock).id
-        pinned = _at_checkpoint(ms, ms.read_latest(), source, clock)
+        if s.checkpoint is None:
+            cp, stored = create_checkpoint_stored(
+                ms, lifetime=EPHEMERAL_CHECKPOINT_LIFETIME_S, clock=clock, current=cur)
+            pinned = _at_checkpoint(ms, stored, cp.id, clock)
+            source = cp.id
+        else:
+            source = s.checkpoint
+            pinned = _at_checkpoint(ms, ms.read_latest(), source, clock)
         out.append((pinned, PinnedSource(s.path, source, pinned.value, s.projection)))
     return out
 
@@ -391,11 +409,14 @@ def _copy_wal(store: ObjectStore, parent: str, clone: str, after: int, last: int
     return copied
 
 
-def _initialize(manifests: ManifestStore, clock: Clock) -> StoredManifest:
+def _initialize(manifests: ManifestStore, clock: Clock,
+                current: StoredManifest | None = None) -> StoredManifest:
+    """Step 7 (``current``: the clone's manifest as last written or read by this attempt,
+    tried first; a newer one makes the write conflict and the loop read again)."""
     def mutate(cur: StoredManifest) -> Manifest | None:
         return None if cur.value.initialized else replace(cur.value, initialized=True)
 
-    return update_versioned(manifests, mutate, clock=clock)
+    return update_versioned(manifests, mutate, clock=clock, current=current)
 
 
 def create_clone(
@@ -492,7 +513,7 @@ def create_clone_from_sources(
             planned = _preflight(obj, clone_root, wanted, latest, clock)
             if dry_run:
                 return _planned_report(clone_root, wanted, planned)
-            pinned = _pin(obj, wanted, clock)
+            pinned = _pin(obj, wanted, latest, clock)
             if wants_empty_wal(wanted):
                 _check_no_data_wal(obj, [(p.path, p.manifest) for _, p in pinned], written=(
                     "the new ephemeral checkpoints of the sources expire in "
@@ -507,7 +528,7 @@ def create_clone_from_sources(
         if len(wanted) == 1:
             copied = _copy_wal(obj, wanted[0].path, clone_root, m.replay_after_wal_id,
                                m.wal_id_last_seen)
-        done = _initialize(clone_ms, clock)
+        done = _initialize(clone_ms, clock, current)
         _check_not_destroyed_meanwhile(obj, clone_root, done)
         log.info("clone created [clone=%s, sources=%s, manifest_id=%d, wal_ssts=%d]",
                  clone_root, ",".join(s.path for s in wanted), done.id, copied)
@@ -523,10 +544,14 @@ def _ensure_final_checkpoints(store: ObjectStore, clone_root: str, clone: Manife
         InvalidDbStateError: one cannot take it (saying how to start over).
     """
     entries = [e for e in clone.external_dbs if e.final_checkpoint_id is not None]
-    for step in (_check_final_checkpoint_step, _ensure_final_checkpoint):
-        for entry in entries:
+    checked: list[StoredManifest] = []
+    for step in ("check", "ensure"):
+        for i, entry in enumerate(entries):
             try:
-                step(store, entry, clock)
+                if step == "check":
+                    checked.append(_check_final_checkpoint_step(store, entry, clock))
+                else:
+                    _ensure_final_checkpoint(store, entry, clock, checked[i])
             except InvalidDbStateError as exc:
                 raise InvalidDbStateError(
                     f"clone {clone_root!r} cannot be completed: {exc}. Its uninitialized "

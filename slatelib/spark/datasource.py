@@ -3,8 +3,9 @@
 Thin over :mod:`slatelib.ops.export`: planning (:meth:`SlateDbReader.partitions`, run once
 per query on the driver side) resolves or creates the checkpoint and splits its views into
 byte-balanced key ranges (:func:`slatelib.ops.export.scan.plan_scan`); each partition reads
-its range on an executor (:func:`slatelib.ops.export.scan.scan_task_rows`) and yields Arrow
-record batches. Key conditions (``=``, ``<``, ``<=``, ``>``, ``>=``, ``startswith`` on
+its range on an executor (:func:`slatelib.ops.export.arrow_rows.scan_task_batches`: the
+native pipeline's Arrow buffers, or :func:`slatelib.ops.export.scan.scan_task_rows`) and
+yields Arrow record batches. Key conditions (``=``, ``<``, ``<=``, ``>``, ``>=``, ``startswith`` on
 ``key``) are pushed down (:meth:`SlateDbReader.pushFilters`): they narrow the key range, so
 only overlapping blocks are read, and Spark does not evaluate them again. Options:
 :mod:`slatelib.spark.options`.
@@ -37,7 +38,7 @@ from slatelib.core.key_bounds import conditions_range
 from slatelib.errors import InvalidDbStateError, ObjectMissingError, SlateError
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore, open_store
-from slatelib.ops.export.arrow_rows import arrow_schema, to_batch
+from slatelib.ops.export.arrow_rows import arrow_schema, scan_task_batches, to_batch
 from slatelib.ops.export.diff import DiffTask, diff_task_rows, plan_diff
 from slatelib.ops.export.pin import (
     READ_CHECKPOINT_NAME,
@@ -45,7 +46,7 @@ from slatelib.ops.export.pin import (
     finish_partition,
     pin_checkpoint,
 )
-from slatelib.ops.export.scan import ScanTask, plan_scan, scan_task_rows
+from slatelib.ops.export.scan import ScanTask, plan_scan
 from slatelib.spark.options import ReadOptions
 
 FORMAT_NAME = "slatedb"
@@ -148,8 +149,7 @@ class SlateDbReader(DataSourceReader):
                 for changes, rows in diff_task_rows(partition.diff, store=store):
                     yield to_batch(rows, self.schema, changes=changes)
             else:
-                for rows in scan_task_rows(task, store=store):
-                    yield to_batch(rows, self.schema)
+                yield from scan_task_batches(task, self.schema, store=store)
         except ObjectMissingError as exc:
             raise InvalidDbStateError(
                 f"reading checkpoint {task.checkpoint_id} (manifest {task.manifest_id}) of "

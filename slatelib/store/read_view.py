@@ -19,9 +19,11 @@ from slatelib.core.manifest import Manifest, SortedRun, SstView
 from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, resolve_versions
 from slatelib.core.ranges import BoundKind, BytesRange
+from slatelib.core.rescale_check import RangeStats
 from slatelib.core.row import MERGE, Row
 from slatelib.format import bloom
 from slatelib.format.native_merge import merged_rows, resolved_pairs
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, Block, scan_pairs, scan_stats
 from slatelib.ids import Ulid
 from slatelib.store.sst_reader import SstReader
 from slatelib.store.table_store import TableStore
@@ -81,6 +83,16 @@ class ViewSource:
             assert lo is not None
             return _skip_key(blocks, lo)
         return blocks
+
+    def iter_checked(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
+        """The entries of :meth:`iter_blocks` as the native pipeline reads them
+        (``CheckedBlocks`` where it can, see :meth:`SstReader.iter_range_checked`)."""
+        args = _range_args(self.visible_range, start, end)
+        if args is None:
+            return iter(())
+        lo, lo_excl, hi, hi_incl = args
+        return self.reader.iter_range_checked(lo, hi, start_exclusive=lo_excl,
+                                              end_inclusive=hi_incl)
 
     def start_key(self) -> bytes:
         return view_start_key(self.reader.info.first_entry, self.visible_range)
@@ -157,6 +169,13 @@ class RunSource:
                 return
             yield from self.views[j].iter_blocks(start, end)
 
+    def iter_checked(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
+        i = 0 if start is None else max(0, bisect_right(self._starts, start) - 1)
+        for j in range(i, len(self.views)):
+            if end is not None and self._starts[j] >= end:
+                return
+            yield from self.views[j].iter_checked(start, end)
+
 
 def _skip_key(blocks: Iterator[list[Row]], key: bytes) -> Iterator[list[Row]]:
     """``blocks`` without the leading rows of ``key`` (an excluded range start)."""
@@ -188,6 +207,10 @@ class MemSource:
         rows = self.table.iter_range(start, end)
         while batch := list(islice(rows, MEM_BLOCK_ROWS)):
             yield batch
+
+    def iter_checked(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
+        """Memtable rows stay Python rows in the native pipeline."""
+        return self.iter_blocks(start, end)
 
 
 Source = ViewSource | RunSource | MemSource
@@ -268,7 +291,7 @@ class ReadView:
 
     def iter_rows(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[Row]:
         """Every version in ``[start, end)`` merged in key-ascending, seq-descending order
-        (the native merge of ``slatelib/_merge.c`` when it is built)."""
+        (the native merge of ``slatelib/csrc/pipe.h`` when it is built)."""
         return merged_rows([s.iter_blocks(start, end) for s in self.all_sources()])
 
     def scan(
@@ -277,8 +300,25 @@ class ReadView:
         """Visible ``(key, value)`` pairs with ``start <= key < end``, in key order.
 
         Streaming: it holds one block per source (plus the readers' prefetch) and one batch
-        of pairs. The sources' blocks are merged and resolved natively
-        (:func:`slatelib.format.native_merge.resolved_pairs`) when the extension is built.
+        of pairs. With the native pipeline (:func:`slatelib.format.native_pipe.scan_pairs`)
+        the SST blocks are checked, merged and resolved without a Python object per row
+        but the pairs returned; else the decoded rows are merged and resolved natively
+        (:func:`slatelib.format.native_merge.resolved_pairs`) or in Python.
         """
+        if HAVE_NATIVE_PIPE:
+            return scan_pairs([s.iter_checked(start, end) for s in self.all_sources()],
+                              self.merge_operator)
         return resolved_pairs([s.iter_blocks(start, end) for s in self.all_sources()],
                               self.merge_operator)
+
+    def scan_stats(self, start: bytes | None = None, end: bytes | None = None) -> RangeStats:
+        """The :class:`RangeStats` (keys, key + value bytes, digest) of what :meth:`scan`
+        returns for ``[start, end)``. With the native pipeline
+        (:func:`slatelib.format.native_pipe.scan_stats`) the SST blocks are checked, merged,
+        resolved and hashed natively, with no Python object per row (memtable rows enter as
+        rows); else ``RangeStats.of`` the scan's pairs."""
+        if HAVE_NATIVE_PIPE:
+            return scan_stats([s.iter_checked(start, end) for s in self.all_sources()],
+                              self.merge_operator)
+        return scan_stats([s.iter_blocks(start, end) for s in self.all_sources()],
+                          self.merge_operator, use_native=False)

@@ -13,14 +13,17 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from operator import itemgetter
+from typing import TypeVar
 
 from slatelib.core.manifest import CompressionCodec, SsTableInfo, SstHandle
+from slatelib.core.ranges import Bound, BoundKind, BytesRange
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
 from slatelib.format import bloom, native
+from slatelib.format.native_pipe import CheckedBlocks, check_stored_blocks
 from slatelib.format.sst import block_range, decode_data_block, decode_region, read_index
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
@@ -36,6 +39,7 @@ _UNLOADED = object()
 _row_key = itemgetter(0)
 _DECODE_BLOCKS = native.speedups.decode_blocks if native.speedups is not None else None
 _NO_FILTER = object()
+_G = TypeVar("_G")
 
 
 def index_cost(idx: SstIndex) -> int:
@@ -255,6 +259,29 @@ class SstReader:
                                          self.version, path=self.path, block=i))
         return out
 
+    def _fetch_group_checked(self, idx: SstIndex, lo: int, hi: int,
+                             rng: BytesRange) -> list[list[Row] | CheckedBlocks]:
+        """Blocks ``lo..hi-1`` from one ranged get, bypassing the cache, checked natively
+        (``check_stored_blocks``, clipped to ``rng``; compressed blocks are decompressed
+        first); on damage, decoded block by block so that the error names the object and the
+        block."""
+        info = self.info
+        start = block_range(idx, info, lo)[0]
+        end = block_range(idx, info, hi - 1)[1]
+        data = self._get_exact(start, end, f"blocks {lo}..{hi - 1}")
+        bounds = [o - start for o in idx.offsets[lo:hi]]
+        bounds.append(end - start)
+        try:
+            return [check_stored_blocks(data, bounds, self.version, info.compression, rng)]
+        except ValueError:
+            pass
+        out: list[list[Row] | CheckedBlocks] = []
+        for i in range(lo, hi):
+            s, e = block_range(idx, info, i)
+            out.append(decode_data_block(data[s - start:e - start], info.compression,
+                                         self.version, path=self.path, block=i))
+        return out
+
     def block_rows(self, i: int) -> list[Row]:
         """Rows of data block ``i``.
 
@@ -284,13 +311,19 @@ class SstReader:
         if lo >= hi:
             return
         idx = self.index() if idx is None else idx
+        yield from self._prefetched(idx, lo, hi, self._fetch_group if cache_blocks
+                                    else self._fetch_group_uncached)
+
+    def _prefetched(self, idx: SstIndex, lo: int, hi: int,
+                    fetch: Callable[[SstIndex, int, int], Sequence[_G]]) -> Iterator[_G]:
+        """What ``fetch`` returns for each group of blocks ``lo..hi-1``, in order, with up to
+        ``prefetch`` fetches in flight."""
         groups = self._groups(idx, lo, hi)
-        fetch = self._fetch_group if cache_blocks else self._fetch_group_uncached
         if self._executor is None:
             for a, b in groups:
                 yield from fetch(idx, a, b)
             return
-        pending: deque[Future[list[list[Row]]]] = deque()
+        pending: deque[Future[Sequence[_G]]] = deque()
         try:
             for a, b in groups:
                 pending.append(self._executor.submit(fetch, idx, a, b))
@@ -394,6 +427,45 @@ class SstReader:
             if ended:
                 return
 
+    def iter_range_checked(
+        self, start: bytes | None = None, end: bytes | None = None, *,
+        start_exclusive: bool = False, end_inclusive: bool = False,
+    ) -> Iterator[list[Row] | CheckedBlocks]:
+        """The entries of :meth:`iter_range_blocks` (``start`` excluded when
+        ``start_exclusive``), as ``CheckedBlocks`` (no Python object per row, see
+        :mod:`slatelib.format.native_pipe`) where the native pipeline can read the blocks,
+        else as row lists; for the native pipeline only. Bypasses the block cache.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
+                (and the block).
+        """
+        span = self._block_span(start, end, end_inclusive)
+        if span is None:
+            return
+        idx, lo, hi = span
+        rng = BytesRange(
+            Bound.unbounded() if start is None else
+            Bound.excluded(start) if start_exclusive else Bound.included(start),
+            Bound.unbounded() if end is None else
+            Bound.included(end) if end_inclusive else Bound.excluded(end))
+
+        def fetch(i: SstIndex, a: int, b: int) -> list[list[Row] | CheckedBlocks]:
+            return self._fetch_group_checked(i, a, b, rng)
+
+        for got in self._prefetched(idx, lo, hi, fetch):
+            if not isinstance(got, list):
+                if len(got):
+                    yield got
+                if got.ended:
+                    return
+                continue
+            rows, ended = _clip_rows(got, rng)
+            if rows:
+                yield rows
+            if ended:
+                return
+
     def get_versions(self, key: bytes, key_hash: int | None = None) -> list[Row]:
         """Every version of ``key`` in this SST, newest first.
 
@@ -414,3 +486,20 @@ class SstReader:
                 elif row[0] > key:
                     return out
         return out
+
+
+def _clip_rows(rows: list[Row], rng: BytesRange) -> tuple[list[Row], bool]:
+    """The rows of ``rows`` (sorted) inside ``rng``; the flag says the range ends here."""
+    if not rows:
+        return rows, False
+    a, b, ended = 0, len(rows), False
+    if rng.below_start(rows[0][0]):
+        key = rng.start.key
+        a = (bisect_right if rng.start.kind == BoundKind.EXCLUDED else bisect_left)(
+            rows, key, key=_row_key)
+    if rng.above_end(rows[-1][0]):
+        key = rng.end.key
+        b = (bisect_right if rng.end.kind == BoundKind.INCLUDED else bisect_left)(
+            rows, key, key=_row_key)
+        ended = True
+    return (rows if a == 0 and b == len(rows) else rows[a:b]), ended

@@ -6,13 +6,20 @@ up to ``bytes_to_fetch`` with at most ``max_fetch_tasks`` fetches in flight per 
 decoded in those fetch threads. Rows outside the range are clipped at block granularity.
 Sources are merged and 0.17's retention applied (:mod:`slatelib.core.retention`) by
 :func:`slatelib.format.native_merge.retained_batches`: one native loop over a heap of the
-sources' blocks (``slatelib/_merge.c``), or the pure-Python windowed merge
+sources' blocks (the ``Pipe`` of ``slatelib/csrc/pipe.h``), or the pure-Python windowed merge
 (:mod:`slatelib.core.window_merge`) when the extension is not built. The surviving rows
 come in batches (``windows`` in the metrics) that end at key boundaries and go to output
 SSTs of about ``max_sst_size`` (v2 blocks, bloom filter per ``min_filter_keys``, the
 configured codec, stats), cut only between keys so a key's versions never straddle two
 SSTs. A finished SST uploads in the background while the next one fills (at most one
 upload in flight).
+
+With the native pipeline built (:mod:`slatelib.format.native_pipe`, the default), no Python
+object is made per row: the fetch threads check each group of blocks (``CheckedBlocks``;
+compressed blocks are decompressed first), one native merge applies the retention and adds
+the kept rows straight to the output SST's block writer (:meth:`OutputWriter.fill_from`);
+``windows`` then counts fill steps. Keys with merge operands and an operator go through
+Python rows for those keys only.
 
 Memory is bounded by the blocks in flight (at most :data:`INPUT_BUFFER_BYTES` of stored
 input per task however many sources it merges), one batch, and at most two output SSTs (one
@@ -39,9 +46,11 @@ from slatelib.core.retention import RetentionPolicy, RetentionStats
 from slatelib.core.window_merge import DEFAULT_FILL_ROWS
 from slatelib.errors import InvalidArgumentError
 from slatelib.format.native_merge import retained_batches
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, RetainPipe, accepts_fill
+from slatelib.format.sst import SstWriter
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_rows
+from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_blocks, source_rows
 from slatelib.ops.compaction.output import OutputWriter
 from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskMetrics
 
@@ -98,16 +107,24 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+def native_pipeline_for(task: CompactionTask) -> bool:
+    """The native pipeline can run ``task``: it is built and enabled, and the task's SSTs
+    are written by the native block writer (format version 2)."""
+    return HAVE_NATIVE_PIPE and accepts_fill(SstWriter(task.sst_options).block_writer)
+
+
 def execute_compaction_task(
     task: CompactionTask,
     *,
     store: ObjectStore | None = None,
     clock: Clock = SYSTEM_CLOCK,
     fill_rows: int | None = None,
+    use_native_pipe: bool = True,
 ) -> CompactionResult:
     """Compact one key range and upload its output SSTs (see the module docstring).
 
-    ``store`` defaults to opening ``task.store`` (what executors do).
+    ``store`` defaults to opening ``task.store`` (what executors do). ``use_native_pipe=False``
+    (or an unbuilt extension) takes the row path: ``native_merge.retained_batches``.
 
     Raises:
         CorruptObjectError / ChecksumMismatchError: an input block is damaged (the error
@@ -136,20 +153,31 @@ def execute_compaction_task(
         ssts_in = sum(len(views) for views in sources)
         bytes_in = sum(vi.bytes for views in sources for vi in views)
         out = OutputWriter(obj_store, task, UlidGenerator(), clock, uploader)
+        checked = use_native_pipe and native_pipeline_for(task)
         try:
-            streams = [source_rows(obj_store, views, pool, prefetch=prefetch,
-                                   fetch_bytes=fetch_bytes, timer=timer)
-                       for views in sources]
-            merged = retained_batches(streams, policy, stats,
-                                      fill_rows=fill_rows or DEFAULT_FILL_ROWS)
-            while True:
-                t0 = time.perf_counter()
-                kept = next(merged, None)
-                merge_s += time.perf_counter() - t0
-                if kept is None:
-                    break
-                windows += 1
-                out.add(kept)
+            if checked:
+                blocks = [source_blocks(obj_store, views, pool, prefetch=prefetch,
+                                        fetch_bytes=fetch_bytes, timer=timer)
+                          for views in sources]
+                pipe = RetainPipe(blocks, policy, stats)
+                out.fill_from(pipe)  # merge, retention and block encoding in one native loop
+                windows = pipe.calls
+                merge_s = out.write_s
+                out.write_s = 0.0
+            else:
+                streams = [source_rows(obj_store, views, pool, prefetch=prefetch,
+                                       fetch_bytes=fetch_bytes, timer=timer)
+                           for views in sources]
+                merged = retained_batches(streams, policy, stats,
+                                          fill_rows=fill_rows or DEFAULT_FILL_ROWS)
+                while True:
+                    t0 = time.perf_counter()
+                    kept = next(merged, None)
+                    merge_s += time.perf_counter() - t0
+                    if kept is None:
+                        break
+                    windows += 1
+                    out.add(kept)
             outputs = out.close()
         except BaseException:
             out.abort()

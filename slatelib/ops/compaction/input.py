@@ -8,6 +8,12 @@ flight per view. A fetch thread verifies every block's CRC, decompresses it and 
 range are clipped once per group. A sorted run's views are read one after another, so a
 source yields rows in storage order.
 
+With ``checked=True`` (the native pipeline, :mod:`slatelib.format.native_pipe`), a group of
+blocks is not decoded into rows: the fetch thread checks it (``check_stored_blocks``: CRC-32
+and full structure, with the GIL released; compressed blocks are decompressed first) and the
+source yields a ``CheckedBlocks`` clipped to the range, which the native merge reads in
+place. A group that fails the check takes the row path below, which names the damage.
+
 A damaged block raises :class:`ChecksumMismatchError` / :class:`CorruptObjectError` naming
 the object and the block; a missing SST raises :class:`SstMissingError`.
 """
@@ -22,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import cast
 
 from slatelib.core.compaction_source import effective_range
 from slatelib.core.manifest import CompressionCodec
@@ -37,6 +44,7 @@ from slatelib.format import native
 from slatelib.format.block import decode_block_v2
 from slatelib.format.block_v1 import decode_block_v1
 from slatelib.format.compression import decompress
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, CheckedBlocks, check_stored_blocks
 from slatelib.format.sst import block_range
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
@@ -136,8 +144,8 @@ def open_inputs(task: CompactionTask, store: ObjectStore, pool: ThreadPoolExecut
     return out
 
 
-def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int) -> list[Row]:
-    """Blocks ``a..b-1`` of one view: one ranged get, then verify, decompress, decode."""
+def _get_group(store: ObjectStore, vi: ViewInput, a: int, b: int) -> tuple[bytes, int, int]:
+    """The stored bytes of blocks ``a..b-1`` (one ranged get) and their ``[start, end)``."""
     info = vi.reader.info
     index = vi.index
     start = block_range(index, info, a)[0]
@@ -151,16 +159,43 @@ def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int) -> list[Row]:
     if len(data) != end - start:
         raise CorruptObjectError(f"truncated SST: blocks {a}..{b - 1} [{start}, {end}) returned "
                                  f"{len(data)} bytes", path=vi.path)
+    return data, start, end
+
+
+Group = list[Row] | CheckedBlocks
+"""What a fetch returns: decoded rows, or (``checked``) the checked blocks."""
+
+
+def _fetch_checked(store: ObjectStore, vi: ViewInput, a: int, b: int) -> Group:
+    """Blocks ``a..b-1`` checked natively (decompressed first when compressed) and clipped
+    to the view's range; on damage the row path (:func:`_fetch`), which names the block."""
+    data, start, end = _get_group(store, vi, a, b)
+    bounds = [o - start for o in vi.index.offsets[a:b]]
+    bounds.append(end - start)
+    try:
+        return check_stored_blocks(data, bounds, vi.reader.version, vi.reader.info.compression,
+                                   vi.range)
+    except ValueError:
+        return _fetch(store, vi, a, b, got=(data, start, end))
+
+
+def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int, *,
+           got: tuple[bytes, int, int] | None = None) -> list[Row]:
+    """Blocks ``a..b-1`` of one view: one ranged get (unless ``got`` holds it), then
+    verify, decompress, decode."""
+    info = vi.reader.info
+    index = vi.index
+    data_bytes, start, end = _get_group(store, vi, a, b) if got is None else got
     if _DECODE_BLOCKS is not None and info.compression == CompressionCodec.NONE:
         # one native call checks and decodes every block; on damage the loop below runs
         # and names the block precisely
         bounds = [o - start for o in index.offsets[a:b]]
         bounds.append(end - start)
         try:
-            return _DECODE_BLOCKS(data, bounds, vi.reader.version, True)
+            return _DECODE_BLOCKS(data_bytes, bounds, vi.reader.version, True)
         except ValueError:
             pass
-    view = memoryview(data)
+    view = memoryview(data_bytes)
     codec = info.compression
     plain = codec == CompressionCodec.NONE
     decode = block_decoder(vi.reader.version)
@@ -225,11 +260,26 @@ def view_rows(store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *, pr
         ChecksumMismatchError / CorruptObjectError: a damaged block (object and block named).
         SstMissingError / UnavailableError / StorageError: the SST cannot be read.
     """
-    pending: deque[Future[list[Row]]] = deque()
+    return cast("Iterator[list[Row]]", view_groups(
+        store, vi, pool, prefetch=prefetch, fetch_bytes=fetch_bytes, timer=timer, checked=False))
+
+
+def view_groups(store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *, prefetch: int,
+                fetch_bytes: int, timer: ReadTimer, checked: bool) -> Iterator[Group]:
+    """:func:`view_rows`, or with ``checked`` a ``CheckedBlocks`` per group where the native
+    pipeline can read it (see the module docstring).
+
+    Raises:
+        ChecksumMismatchError / CorruptObjectError: a damaged block (object and block named).
+        SstMissingError / UnavailableError / StorageError: the SST cannot be read.
+    """
+    pending: deque[Future[Group]] = deque()
     groups = _groups(vi, max(1, fetch_bytes))
+    fetch: Callable[[ObjectStore, ViewInput, int, int], Group] = (
+        _fetch_checked if checked and HAVE_NATIVE_PIPE else _fetch)
     try:
         for a, b in groups:
-            pending.append(pool.submit(_fetch, store, vi, a, b))
+            pending.append(pool.submit(fetch, store, vi, a, b))
             if len(pending) >= max(1, prefetch):
                 break
         while pending:
@@ -238,7 +288,13 @@ def view_rows(store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *, pr
             timer.seconds += time.perf_counter() - t
             nxt = next(groups, None)
             if nxt is not None:
-                pending.append(pool.submit(_fetch, store, vi, *nxt))
+                pending.append(pool.submit(fetch, store, vi, *nxt))
+            if not isinstance(rows, list):  # checked blocks, clipped already
+                if len(rows):
+                    yield rows
+                if rows.ended:
+                    return
+                continue
             if not rows:
                 continue
             clipped, ended = _clip(rows, vi.range)
@@ -261,3 +317,16 @@ def source_rows(store: ObjectStore, views: list[ViewInput], pool: ThreadPoolExec
     for vi in views:
         yield from view_rows(store, vi, pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
                              timer=timer)
+
+
+def source_blocks(store: ObjectStore, views: list[ViewInput], pool: ThreadPoolExecutor, *,
+                  prefetch: int, fetch_bytes: int, timer: ReadTimer) -> Iterator[Group]:
+    """:func:`source_rows` for the native pipeline: ``CheckedBlocks`` where it can read the
+    blocks, row lists elsewhere (:func:`view_groups`).
+
+    Raises:
+        DataError / UnavailableError / StorageError: see :func:`view_rows`.
+    """
+    for vi in views:
+        yield from view_groups(store, vi, pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
+                               timer=timer, checked=True)

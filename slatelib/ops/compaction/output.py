@@ -1,7 +1,9 @@
 """Output SSTs of one compaction task: filled window by window, uploaded in the background.
 
 An SST is closed once it reaches the task's ``max_sst_size`` (measured before compression,
-checked after each window, so a key's versions never straddle two SSTs). Its bytes are
+checked after each window, so a key's versions never straddle two SSTs). With the native
+pipeline (:meth:`OutputWriter.fill_from`) the pipeline adds rows to the SST's block writer
+itself, in steps that end at key boundaries, and the size is checked after each step. Its bytes are
 uploaded with create-if-absent under a fresh ULID while the next SST fills; at most one
 upload is in flight, and it completes before the next SST is joined for upload, which bounds
 memory to about two SSTs.
@@ -16,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from slatelib.clock import Clock
 from slatelib.core.manifest import SstHandle
 from slatelib.core.row import Row
+from slatelib.format.native_pipe import RetainPipe
 from slatelib.format.sst import SstWriter
 from slatelib.ids import UlidGenerator, ulid_to_str
 from slatelib.objstore import ObjectStore
@@ -26,6 +29,9 @@ log = logging.getLogger(__name__)
 
 _MIN_CHUNK = 16
 _MAX_CHUNK = 4096
+FILL_STEP_BYTES = 4 * 1024 * 1024
+"""Encoded bytes per native fill step: the blocks a step finishes are framed (compressed,
+checksummed) before the next step, so raw blocks never pile up beyond this."""
 
 
 class OutputWriter:
@@ -77,6 +83,27 @@ class OutputWriter:
             if w.estimated_size >= limit:
                 self._finish_sst()
             i = j
+        self.write_s += time.perf_counter() - t
+
+    def fill_from(self, pipe: RetainPipe) -> None:
+        """Write everything ``pipe`` (the native pipeline) keeps: each SST is filled in steps
+        of at most :data:`FILL_STEP_BYTES` (each step ends at a key boundary) until it
+        reaches ``max_sst_size``.
+
+        Raises:
+            CorruptObjectError / InvalidArgumentError: see :meth:`RetainPipe.fill`.
+        """
+        t = time.perf_counter()
+        limit = self._task.max_sst_size
+        done = False
+        while not done:
+            w = self._writer
+            if w is None:
+                w = self._writer = SstWriter(self._task.sst_options)
+            room = limit - w.estimated_size
+            done = w.fill(pipe.fill, max(1, min(FILL_STEP_BYTES, room)))
+            if w.estimated_size >= limit:
+                self._finish_sst()
         self.write_s += time.perf_counter() - t
 
     def _finish_sst(self) -> None:

@@ -14,7 +14,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from itertools import repeat
+from operator import attrgetter, is_
+from typing import Any
 
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compaction_source import view_range_and_size
@@ -26,15 +29,16 @@ from slatelib.core.range_split import (
     Anchor,
     RunKeys,
     block_anchors,
-    hot_ranges,
+    hot_ranges_sorted,
     overlapping_views,
     overlaps,
     range_count,
     run_keys,
-    split_by_weight,
-    view_anchor,
+    sort_anchors,
+    split_sorted,
 )
 from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange, span
+from slatelib.errors import InternalError
 from slatelib.format import manifest_native
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, ulid_to_str
@@ -43,7 +47,7 @@ from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_reader import BlockCache, SstReader
+from slatelib.store.sst_reader import INDEX_SLOT, BlockCache, SstReader
 from slatelib.store.table_store import TableStore
 
 
@@ -260,25 +264,57 @@ def split_ranges(
         return [BytesRange.all()]
     limit = total / count / COARSE_FRACTION
     fine = {i for i, v in enumerate(views) if v.l0 or v.size > limit}
-    anchors = _anchors(store, views, fine, io_threads, cache)
-    ranges = split_by_weight(anchors, count)
-    hot = hot_ranges(ranges, anchors, count)
+    anchors = sort_anchors(_anchors(store, views, fine, io_threads, cache))
+    ranges = split_sorted(anchors, count)
+    hot = hot_ranges_sorted(ranges, anchors, count)
     if hot:
         refine = {i for i, v in enumerate(views) if i not in fine
                   and any(overlaps(v.effective, ranges[h]) for h in hot)}
         if refine:
-            anchors = _anchors(store, views, fine | refine, io_threads, cache)
-            ranges = split_by_weight(anchors, count)
+            anchors = sort_anchors(_anchors(store, views, fine | refine, io_threads, cache))
+            ranges = split_sorted(anchors, count)
     return ranges
+
+
+def coarse_anchors(views: Sequence[InputView], fine: set[int] | frozenset[int] = frozenset(),
+                   ) -> list[Anchor]:
+    """``view_anchor(v.effective, v.size)`` of every view whose index is not in ``fine``.
+
+    One tuple per view, built without a Python call per view and with the cyclic GC paused
+    (:func:`gc_paused`: a full compaction of a large database makes one per SST, and the
+    collections their allocation triggers would walk the manifest's objects again).
+    """
+    chosen = [v for i, v in enumerate(views) if i not in fine] if fine else views
+    with gc_paused():
+        keys = list(map(_START_KEY, chosen))
+        sizes = list(map(_SIZE, chosen))
+        if None in keys:  # an unbounded start anchors at b""
+            keys = [b"" if k is None else k for k in keys]
+        if sizes and min(sizes) < 0:
+            sizes = [s if s > 0 else 0 for s in sizes]
+        return list(map(tuple.__new__, repeat(Anchor), zip(keys, sizes, strict=True)))
+
+
+_START_KEY, _SIZE = attrgetter("effective.start.key"), attrgetter("size")
 
 
 def _anchors(store: ObjectStore, views: Sequence[InputView], fine: set[int],
              io_threads: int, cache: BlockCache | None) -> list[Anchor]:
-    out = [view_anchor(v.effective, v.size) for i, v in enumerate(views) if i not in fine]
-    if fine:
-        with ThreadPoolExecutor(max(1, min(io_threads, len(fine)))) as pool:
-            for got in pool.map(lambda i: fine_anchors(store, views[i], cache), sorted(fine)):
-                out.extend(got)
+    out = coarse_anchors(views, fine)
+    # Indexes already in the cache (the job's source check read them all before the
+    # fence) are decoded objects: their anchors are pure CPU work, done here rather than
+    # on threads that would only contend for the GIL. The others are read on threads.
+    order = sorted(fine)
+    cached = set() if cache is None else {
+        i for i in order if cache.lookup((views[i].task_view.path, INDEX_SLOT)) is not None}
+    got: dict[int, list[Anchor]] = {i: fine_anchors(store, views[i], cache) for i in cached}
+    to_read = [i for i in order if i not in cached]
+    if to_read:
+        with ThreadPoolExecutor(max(1, min(io_threads, len(to_read)))) as pool:
+            got.update(zip(to_read, pool.map(lambda i: fine_anchors(store, views[i], cache),
+                                             to_read), strict=True))
+    for i in order:
+        out.extend(got[i])
     return out
 
 
@@ -304,32 +340,105 @@ def build_tasks(spec: CompactionSpec, views: Sequence[InputView],
     A sorted run's views are in key order, so the views of a run that overlap a range are
     found by bisection (:func:`~slatelib.core.range_split.overlapping_views`): O(views +
     ranges * log views) rather than a test of every view against every range. A run whose
-    views are not in key order is scanned view by view, with the same result.
+    views are not in key order is scanned view by view, with the same result. The per-run
+    key lists are taken by C-level passes (``run_keys``), a range's hits are usually one
+    slice of the run, and the tasks are filled through their slots, without the frozen
+    dataclass's ``__init__`` (docs/rfcs/0014-large-manifest-planning.md).
     """
-    by_view = {iv.view.id: iv for iv in views}
-    sources: list[tuple[str, list[InputView], RunKeys | None]] = [
-        (f"l0:{v.id}", [by_view[v.id]], None) for v in spec.l0_views
-    ]
-    for r in spec.runs:
-        ivs = [by_view[v.id] for v in r.views]
-        sources.append((f"sr:{r.id}", ivs, run_keys([iv.effective for iv in ivs])))
+    sources = _task_sources(spec, views)
+    hits: list[list[TaskSource]] = [[] for _ in ranges]
+    for name, tvs, effs, keys in sources:
+        for index, rng in enumerate(ranges):
+            if keys is None:
+                hit = tuple(tv for tv, e in zip(tvs, effs, strict=True) if overlaps(e, rng))
+            else:
+                found = overlapping_views(keys, rng)
+                if found and found[-1] - found[0] + 1 == len(found):  # one slice: no index
+                    hit = tuple(tvs[found[0]:found[-1] + 1])
+                else:
+                    hit = tuple(map(tvs.__getitem__, found))
+            if hit:
+                hits[index].append(_new_source(name, hit))
+    new, fields = object.__new__, _task_fields(spec, opts)
     tasks = []
     for index, rng in enumerate(ranges):
-        task_sources = []
-        for name, ivs, keys in sources:
-            if keys is None:
-                hit = tuple(iv.task_view for iv in ivs if overlaps(iv.effective, rng))
-            else:
-                hit = tuple(ivs[i].task_view for i in overlapping_views(keys, rng))
-            if hit:
-                task_sources.append(TaskSource(name, hit))
-        tasks.append(CompactionTask(
-            store=opts.store, db_path=opts.db_path, compaction_id=opts.compaction_id,
-            index=index, range=rng, sources=tuple(task_sources),
-            retention_min_seq=spec.retention_min_seq, bottom=spec.bottom,
-            clock_tick=spec.clock_tick, sst_options=opts.sst_options,
-            max_sst_size=opts.max_sst_size, merge_operator=opts.merge_operator,
-            max_fetch_tasks=opts.max_fetch_tasks, bytes_to_fetch=opts.bytes_to_fetch,
-            min_ulid_ms=opts.min_ulid_ms,
-        ))
+        # CompactionTask without the frozen dataclass's __init__ (one object.__setattr__
+        # per field): the same field values as CompactionTask(...) with these arguments.
+        task = new(CompactionTask)
+        for setter, value in fields:
+            setter(task, value)
+        _TASK_INDEX(task, index)
+        _TASK_RANGE(task, rng)
+        _TASK_SOURCES(task, tuple(hits[index]))
+        tasks.append(task)
     return tasks
+
+
+_TaskInputs = tuple[str, list[TaskView], list[BytesRange], RunKeys | None]
+
+
+def _task_sources(spec: CompactionSpec, views: Sequence[InputView]) -> list[_TaskInputs]:
+    """Per source of ``spec`` (its L0 views, then its runs): the name, the task views and
+    effective ranges of its input views, and the run's keys (None: scan view by view).
+
+    ``views`` normally is what :func:`input_views` returned for ``spec``, in the order of
+    ``spec.views()``; then each source is a slice of it (checked by identity of every view,
+    in C), else the input views are looked up by view id.
+    """
+    ivs = list(views)
+    positional = len(ivs) == len(spec.l0_views) + sum(len(r.views) for r in spec.runs)
+    by_view: dict[Ulid, InputView] | None = None
+    out: list[_TaskInputs] = []
+    at = 0
+    groups: list[tuple[str, Sequence[SstView], bool]] = [
+        (f"l0:{v.id}", (v,), False) for v in spec.l0_views]
+    groups += [(f"sr:{r.id}", r.views, True) for r in spec.runs]
+    for name, group, is_run in groups:
+        part: list[InputView] | None = None
+        if positional:
+            part = ivs[at:at + len(group)]
+            at += len(group)
+            if not all(map(is_, map(_VIEW, part), group)):
+                positional, part = False, None
+        if part is None:
+            if by_view is None:
+                by_view = {iv.view.id: iv for iv in ivs}
+            part = [by_view[v.id] for v in group]
+        effs = list(map(_EFFECTIVE, part))
+        out.append((name, list(map(_TASK_VIEW, part)), effs,
+                    run_keys(effs) if is_run else None))
+    return out
+
+
+_VIEW, _EFFECTIVE, _TASK_VIEW = attrgetter("view"), attrgetter("effective"), attrgetter("task_view")
+_SOURCE_NAME, _SOURCE_VIEWS = (TaskSource.__dict__[f].__set__ for f in ("name", "views"))
+
+
+def _new_source(name: str, views: tuple[TaskView, ...]) -> TaskSource:
+    src = object.__new__(TaskSource)
+    _SOURCE_NAME(src, name)
+    _SOURCE_VIEWS(src, views)
+    return src
+
+
+_TASK_INDEX, _TASK_RANGE, _TASK_SOURCES = (CompactionTask.__dict__[f].__set__
+                                           for f in ("index", "range", "sources"))
+
+
+def _task_fields(spec: CompactionSpec, opts: TaskOptions) -> list[tuple[Any, object]]:
+    """(slot setter, value) of every :class:`CompactionTask` field shared by a spec's tasks;
+    every other field (index, range, sources) is set per task. Checked against the class's
+    fields so that a new field cannot be left unset."""
+    values: dict[str, object] = {
+        "store": opts.store, "db_path": opts.db_path, "compaction_id": opts.compaction_id,
+        "retention_min_seq": spec.retention_min_seq, "bottom": spec.bottom,
+        "clock_tick": spec.clock_tick, "sst_options": opts.sst_options,
+        "max_sst_size": opts.max_sst_size, "merge_operator": opts.merge_operator,
+        "max_fetch_tasks": opts.max_fetch_tasks, "bytes_to_fetch": opts.bytes_to_fetch,
+        "min_ulid_ms": opts.min_ulid_ms,
+    }
+    names = {f.name for f in fields(CompactionTask)}
+    if names != set(values) | {"index", "range", "sources"}:
+        raise InternalError(f"build_tasks does not set CompactionTask fields "
+                            f"{sorted(names ^ (set(values) | {'index', 'range', 'sources'}))}")
+    return [(CompactionTask.__dict__[k].__set__, v) for k, v in values.items()]

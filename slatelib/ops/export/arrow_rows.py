@@ -4,17 +4,24 @@ Columns: ``key`` and ``value`` (binary, or UTF-8 text with ``decode="utf8"``), a
 optional metadata columns ``seq`` (int64), ``expire_ts`` and ``create_ts`` (int64 Unix ms,
 null when the row has none). A change stream (incremental export) adds ``_change``
 (``"upsert"`` / ``"delete"``).
+
+:func:`scan_task_batches` reads a scan task's batches: from the native pipeline's buffers
+(:func:`buffers_to_batch`, wrapped with ``pyarrow.Array.from_buffers`` without a copy) when
+it is built, else from visible rows (:func:`to_batch`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from slatelib.core.visible_rows import VisibleRow
 from slatelib.errors import DataError, InvalidArgumentError
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers
+from slatelib.objstore import ObjectStore
+from slatelib.ops.export.scan import ScanTask, scan_task_buffers, scan_task_rows
 
 COLUMNS = ("key", "value", "seq", "expire_ts", "create_ts")
 """Every column a read can return, in the order they appear."""
@@ -97,3 +104,75 @@ def _utf8(values: list[bytes], column: str, rows: Sequence[VisibleRow]) -> pa.Ar
                 raise DataError(f"the {column} of key {row[0].hex()} is not valid UTF-8 "
                                 f"({exc}); read it with decode=binary") from exc
         raise
+
+
+def _binary(n: int, offsets: bytes, data: bytes, text: bool, column: str,
+            keys: pa.Array | None) -> pa.Array:
+    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
+                                                 pa.py_buffer(data)])
+    if not text:
+        return arr
+    out = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                 pa.py_buffer(data)])
+    try:
+        out.validate(full=True)
+    except pa.ArrowInvalid:
+        names = keys if keys is not None else arr
+        for i, value in enumerate(arr.to_pylist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"the {column} of key {names[i].as_py().hex()} is not valid "
+                                f"UTF-8 ({exc}); read it with decode=binary") from exc
+        raise
+    return out
+
+
+def _int64(n: int, data: bytes | None, valid: bytes | None, nulls: int) -> pa.Array:
+    assert data is not None
+    bitmap = None if valid is None or nulls == 0 else pa.py_buffer(valid)
+    return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(data)], null_count=nulls)
+
+
+def buffers_to_batch(b: ArrowBuffers, schema: pa.Schema) -> pa.RecordBatch:
+    """One record batch with the columns of ``schema`` (from :func:`arrow_schema`, without
+    ``_change``) over the native pipeline's buffers, without copying them.
+
+    Raises:
+        DataError: a key or value is not valid UTF-8 under ``decode="utf8"`` (the key is
+            named).
+    """
+    n = b.num_rows
+    arrays: list[pa.Array] = []
+    keys = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(b.key_offsets),
+                                                  pa.py_buffer(b.key_data)])
+    for f in schema:
+        text = pa.types.is_string(f.type)
+        if f.name == "key":
+            arrays.append(_binary(n, b.key_offsets, b.key_data, text, "key", keys))
+        elif f.name == "value":
+            arrays.append(_binary(n, b.value_offsets, b.value_data, text, "value", keys))
+        elif f.name == "seq":
+            arrays.append(_int64(n, b.seq, None, 0))
+        elif f.name == "expire_ts":
+            arrays.append(_int64(n, b.expire_ts, b.expire_valid, b.expire_nulls))
+        elif f.name == "create_ts":
+            arrays.append(_int64(n, b.create_ts, b.create_valid, b.create_nulls))
+        else:
+            raise InvalidArgumentError(f"column {f.name!r} is not a column of a read")
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def scan_task_batches(task: ScanTask, schema: pa.Schema, *, store: ObjectStore | None = None,
+                      use_native: bool = True) -> Iterator[pa.RecordBatch]:
+    """The visible rows of a scan task as record batches of ``schema`` (see the module
+    docstring); raises what :func:`slatelib.ops.export.scan.scan_task_rows` raises."""
+    if use_native and HAVE_NATIVE_PIPE:
+        names = set(schema.names)
+        for b in scan_task_buffers(task, store=store, seq="seq" in names,
+                                   expire_ts="expire_ts" in names,
+                                   create_ts="create_ts" in names):
+            yield buffers_to_batch(b, schema)
+        return
+    for rows in scan_task_rows(task, store=store):
+        yield to_batch(rows, schema)

@@ -9,6 +9,10 @@ overlap it. :func:`scan_task_rows` (executor) reads a task with the compaction i
 the pinned manifest references, merges the sources in windows and resolves each key as
 ``DbReader`` does (:func:`slatelib.core.visible_rows.resolve_window`): tombstones, merge
 operands, views of clones and projections (``visible_range``), segments, WAL rows.
+:func:`scan_task_buffers` reads the same rows through the native pipeline
+(:mod:`slatelib.format.native_pipe`): blocks are checked (compressed ones decompressed
+first), merged and resolved natively into Arrow buffers, with no Python object per row (WAL
+rows enter as rows; keys whose merge operands need the operator are folded in Python).
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from slatelib.core.row import Row
 from slatelib.core.visible_rows import VisibleRow, resolve_window
 from slatelib.core.window_merge import merge_windows
 from slatelib.errors import InvalidArgumentError
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers, Block, visible_buffers
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, StoreSpec
 from slatelib.ops.compaction.execute import input_buffers, load_merge_operator
-from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_rows
+from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_blocks, source_rows
 from slatelib.ops.compaction.plan_io import InputView, split_ranges
 from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
 from slatelib.reader import replay_wal
@@ -209,3 +214,31 @@ def scan_task_rows(task: ScanTask, *, store: ObjectStore | None = None,
             visible = resolve_window(window, op)
             if visible:
                 yield visible
+
+
+def scan_task_buffers(task: ScanTask, *, store: ObjectStore | None = None, seq: bool = False,
+                      expire_ts: bool = False, create_ts: bool = False,
+                      ) -> Iterator[ArrowBuffers]:
+    """The visible rows of ``task``'s range, as :func:`scan_task_rows` returns them, in
+    batches of Arrow buffers (``seq`` / ``expire_ts`` / ``create_ts``: with those columns)
+    from the native pipeline. Raises what :func:`scan_task_rows` raises, and RuntimeError
+    when the native pipeline is not built (``HAVE_NATIVE_PIPE``)."""
+    if not HAVE_NATIVE_PIPE:
+        raise RuntimeError("the native pipeline is not built or is disabled")
+    obj_store = store if store is not None else task.store.open()
+    op = load_merge_operator(task.merge_operator)
+    prefetch, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks,
+                                          task.bytes_to_fetch)
+    threads = max(2, min(32, len(task.sources) * prefetch))
+    timer = ReadTimer()
+    with ThreadPoolExecutor(threads, thread_name_prefix="export-io") as pool:
+        inputs = [views for views in open_inputs(_as_compaction_task(task), obj_store, pool)
+                  if views]
+        streams: list[Iterator[Block]] = []
+        wal = _wal_rows(obj_store, task)
+        if wal:
+            streams.append(_chunks(wal))  # newest source first
+        streams += [source_blocks(obj_store, views, pool, prefetch=prefetch,
+                                  fetch_bytes=fetch_bytes, timer=timer) for views in inputs]
+        yield from visible_buffers(streams, op, seq=seq, expire_ts=expire_ts,
+                                   create_ts=create_ts)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from slatelib.ops.rescale.report import RescaleReport
 from slatelib.ops.rescale.run import (
     DEFAULT_LIVE_WINDOW_S,
+    BatchRunner,
     RescaleOptions,
     RunnerFactory,
     merge_databases,
@@ -23,6 +24,7 @@ from slatelib.ops.rescale.validate import Mapper, ScanTask, run_scan_task, threa
 
 __all__ = [
     "DEFAULT_LIVE_WINDOW_S",
+    "BatchRunner",
     "Mapper",
     "RescaleOptions",
     "RescaleReport",

@@ -163,6 +163,15 @@ def plan_weights(store: ObjectStore, root: str, manifest: Manifest, into: int,
         return weights, None
 
 
+def same_weights(a: Manifest, b: Manifest) -> bool:
+    """Whether :func:`plan_weights` of ``a`` and ``b`` (same root, same ``into``, no WAL
+    rows) are the same: it reads only their views, SST handles and ``external_dbs`` (the
+    SSTs those name are immutable), so manifests that differ elsewhere, such as a checkpoint
+    added, weigh the same."""
+    return (a.l0 == b.l0 and a.compacted == b.compacted and a.ssts == b.ssts
+            and a.external_dbs == b.external_dbs and a.segments == b.segments)
+
+
 def estimate_shards(weights: Sequence[ViewWeight], ranges: Sequence[BytesRange],
                     ) -> tuple[list[ShardEstimate], bool]:
     """Estimated bytes and rows per range, and whether every SST had stats (rows known)."""

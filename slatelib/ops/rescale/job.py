@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
 from slatelib.core.checkpoints import remove_checkpoints
+from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_check import check_tiling
+from slatelib.core.rescale_fanout import Fanout, plan_fanout
 from slatelib.core.rescale_plan import (
     SPLIT,
     RescalePlan,
@@ -27,12 +29,13 @@ from slatelib.core.rescale_plan import (
     same_job,
     with_split_keys,
 )
-from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError, SlateError
+from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
-from slatelib.ops.compaction.runner import TaskRunner
+from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
 from slatelib.ops.rescale import record
-from slatelib.ops.rescale.balance import plan_weights
+from slatelib.ops.rescale.balance import plan_weights, same_weights
+from slatelib.ops.rescale.pipeline import BatchRunner, compact_targets
 from slatelib.ops.rescale.report import RescaleReport
 from slatelib.ops.rescale.source import (
     SourceInfo,
@@ -43,7 +46,7 @@ from slatelib.ops.rescale.source import (
     read_source,
 )
 from slatelib.ops.rescale.targets import compact_target, detach_target, ensure_clone
-from slatelib.ops.rescale.validate import Mapper, check_targets, thread_mapper
+from slatelib.ops.rescale.validate import Mapper, TargetCheck, check_targets, thread_mapper
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.txn import update_versioned
 
@@ -58,7 +61,8 @@ JOB_CHECKPOINT_LIFETIME_S = 7 * 86400.0
 checkpoints expire by themselves)."""
 
 RunnerFactory = Callable[[str], TaskRunner | None]
-"""A compaction task runner for a target (by label); None: threads of this process."""
+"""A compaction task runner for a target (by label); None: threads of this process. Given,
+each target's tasks run on their own (no :data:`~.pipeline.BatchRunner` batches)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,10 @@ class RescaleOptions:
     """How a rescale treats its sources, and how it runs.
 
     ``live_window_s``: manifest or WAL writes this recent count as a live writer.
-    ``concurrency``: targets compacted at once (None: ``[compaction] db_concurrency``).
+    ``concurrency``: targets compacted at once; ``parallelism``: key ranges per target
+    compaction (None, each: :func:`~slatelib.core.rescale_fanout.plan_fanout`'s default).
+    ``slots``: executor slots the work is spread over (the Spark default parallelism in the
+    job; None: ``[compaction] parallelism``, else the CPU count).
     """
 
     fence_source: bool = False
@@ -76,6 +83,7 @@ class RescaleOptions:
     parallelism: int | None = None
     concurrency: int | None = None
     dry_run: bool = False
+    slots: int | None = None
 
     def recorded(self) -> dict[str, Any]:
         return {"fence_source": self.fence_source, "allow_live_source": self.allow_live_source}
@@ -92,7 +100,8 @@ class RescaleJob:
 
     def __init__(self, kind: str, store: ObjectStore | str, settings: Settings | None,
                  options: RescaleOptions, runner_factory: RunnerFactory | None,
-                 mapper: Mapper | None, clock: Clock) -> None:
+                 mapper: Mapper | None, clock: Clock, *,
+                 batch_runner: BatchRunner | None = None) -> None:
         from slatelib.objstore import resolve_store
 
         self.kind = kind
@@ -100,13 +109,21 @@ class RescaleJob:
         self.settings = settings or Settings()
         self.options = options
         self.runner_factory = runner_factory
+        self.batch_runner = batch_runner
         self.mapper = mapper or thread_mapper()
         self.clock = clock
         self.report = RescaleReport(kind)
+        self.planned_keys: dict[tuple[str, int], tuple[Manifest, tuple[bytes, ...]]] = {}
+        """Balanced split keys this call chose before the first write, by (source, shards),
+        with the manifest they were chosen from: when the checkpoint pins a manifest with
+        the same views (:func:`~.balance.same_weights`; the checkpoint itself is the only
+        change when there was nothing to flush), the SST indexes are not read again."""
         if options.live_window_s < 0:
             raise InvalidArgumentError("the live-writer window must not be negative")
         if options.parallelism is not None and options.parallelism < 1:
             raise InvalidArgumentError(f"parallelism must be positive, got {options.parallelism}")
+        if options.slots is not None and options.slots < 1:
+            raise InvalidArgumentError(f"slots must be positive, got {options.slots}")
         load_merge_operator(self.settings.compaction.merge_operator)
 
     # ------------------------------------------------------------------ before writing
@@ -236,7 +253,8 @@ class RescaleJob:
 
     def choose_keys(self, plan: RescalePlan) -> RescalePlan:
         """Auto split keys from the checkpoint's manifest (deterministic, so a rerun that
-        finds them unrecorded chooses the same), recorded before any clone."""
+        finds them unrecorded chooses the same; the ones the plan chose when the checkpoint
+        pins the manifest they were chosen from), recorded before any clone."""
         if plan.kind != SPLIT or plan.split_keys is not None:
             return plan
         src = plan.sources[0]
@@ -245,7 +263,11 @@ class RescaleJob:
         if cp is None:  # pragma: no cover - prepare_sources created it
             raise InvalidDbStateError(f"checkpoint {src.checkpoint_id} of {src.path!r} is gone")
         pinned = ms.read(cp.manifest_id).value
-        _, keys = plan_weights(self.store, src.path, pinned, len(plan.targets))
+        planned = self.planned_keys.get((src.path, len(plan.targets)))
+        if planned is not None and same_weights(planned[0], pinned):
+            keys: tuple[bytes, ...] | None = planned[1]
+        else:
+            keys = plan_weights(self.store, src.path, pinned, len(plan.targets))[1]
         if keys is None:
             raise InvalidArgumentError(
                 f"cannot choose {len(plan.targets) - 1} split keys from checkpoint "
@@ -271,8 +293,9 @@ class RescaleJob:
         with rep.phase("clone"):
             for i, t in enumerate(plan.targets):
                 rep.targets[i]["clone"] = ensure_clone(self.store, plan, t, self.clock)
+        fan = self.fanout(plan)
         with rep.phase("compact"):
-            self.compact_all(plan)
+            self.compact_all(plan, fan)
         with rep.phase("validate"):
             recloned = any(rep.targets[i]["clone"].get("created")
                            for i in range(len(plan.targets)))
@@ -281,7 +304,7 @@ class RescaleJob:
                 # cloned again by this run is checked again; the clone needed the checkpoint)
                 rep.validation = {**plan.validation, "checked_by": "an earlier run"}
             else:
-                self.validate(plan)
+                self.validate(plan, fan)
                 plan = replace(plan, status="validated", validation=dict(rep.validation))
                 record.update(self.store, plan)
         with rep.phase("detach"):
@@ -304,52 +327,89 @@ class RescaleJob:
                  len(plan.targets))
         return rep
 
-    def compact_all(self, plan: RescalePlan) -> None:
-        """Step 5, targets isolated: every one is tried, then the first failure raised."""
-        workers = self.options.concurrency or self.settings.compaction.db_concurrency
+    def fanout(self, plan: RescalePlan) -> Fanout:
+        """Targets compacted at once, ranges per target, chunks per target
+        (:func:`~slatelib.core.rescale_fanout.plan_fanout`)."""
+        cs = self.settings.compaction
+        return plan_fanout(len(plan.targets), self.slots(), db_concurrency=cs.db_concurrency,
+                           concurrency=self.options.concurrency,
+                           parallelism=self.options.parallelism,
+                           parallelism_setting=cs.parallelism)
 
-        def one(i: int) -> dict[str, Any]:
-            t = plan.targets[i]
-            runner = None if self.runner_factory is None else self.runner_factory(
-                f"rescale {t.path}")
-            return compact_target(self.store, plan, t, self.settings, runner=runner,
-                                  parallelism=self.options.parallelism, clock=self.clock)
-
-        errors: list[SlateError] = []
-
-        def isolated(i: int) -> None:
-            try:
-                self.report.targets[i]["compaction"] = one(i)
-            except SlateError as exc:
-                log.error("rescale target compaction failed [target=%s, error=%s]",
-                          plan.targets[i].path, exc)
-                self.report.targets[i]["compaction"] = {
-                    "outcome": "failed", "error": {"type": type(exc).__name__,
-                                                   "message": str(exc)}}
-                errors.append(exc)
-
-        with ThreadPoolExecutor(max(1, min(workers, len(plan.targets))),
-                                thread_name_prefix="rescale-target") as pool:
-            list(pool.map(isolated, range(len(plan.targets))))
-        if errors:
-            raise errors[0]
-
-    def validate(self, plan: RescalePlan) -> None:
-        """Step 6.
+    def compact_all(self, plan: RescalePlan, fan: Fanout) -> None:
+        """Step 5, targets isolated: every one is tried, then the first failure raised. The
+        key-range tasks of the targets compacted at once run as one batch
+        (:mod:`~.pipeline`: one Spark job in the job), unless a ``runner_factory`` gives each
+        target a runner of its own.
 
         Raises:
-            DataError: a gap or overlap between the ranges, or a target that differs.
+            SlateError: a compaction failed (its target's entry in the report says how).
         """
         rep = self.report
-        if plan.kind == SPLIT:
-            ranges = [t.parts[0].range for t in plan.targets]
-            try:
-                check_tiling([r for r in ranges if r is not None])
-            except InvalidDbStateError as exc:
-                raise DataError(f"rescale job {plan.job_id}: {exc}") from exc
-            rep.validation["tiling"] = "ok: the ranges tile the key space"
+
+        def compact(i: int, gathered: TaskRunner | None) -> dict[str, Any]:
+            t = plan.targets[i]
+            runner = gathered if self.runner_factory is None else self.runner_factory(
+                f"rescale {t.path}")
+            got = compact_target(self.store, plan, t, self.settings, runner=runner,
+                                 parallelism=fan.ranges, clock=self.clock)
+            rep.targets[i]["compaction"] = got
+            return got
+
+        batch = None if self.runner_factory is not None else (
+            self.batch_runner or ThreadTaskRunner(self.slots()))
+        done = compact_targets(len(plan.targets), compact, concurrency=fan.concurrency,
+                               run_batch=batch)
+        for i, exc in enumerate(done.errors):
+            if exc is not None:
+                rep.targets[i]["compaction"] = {
+                    "outcome": "failed", "error": {"type": type(exc).__name__,
+                                                   "message": str(exc)}}
+        done.raise_first()
+
+    def validate(self, plan: RescalePlan, fan: Fanout) -> None:
+        """Step 6: the ranges tile the key space (a split); every target's chunks, each a
+        scan of the target and of its parts over the same keys, in one mapper call.
+
+        Raises:
+            DataError: a gap or overlap between the ranges, or a target that differs
+                (nothing is released).
+            InvalidDbStateError: a source checkpoint to compare with is gone.
+            UnavailableError / StorageError: a scan failed.
+        """
+        self._check_tiling(plan)
         checks = check_targets(self.store, plan, self.mapper,
-                               self.settings.compaction.merge_operator)
+                               self.settings.compaction.merge_operator, chunks=fan.chunks)
+        self._report_checks(plan, checks)
+
+    def slots(self) -> int:
+        """The executor slots the scans and compactions share (``options.slots``, else the
+        compaction parallelism, else this machine's CPUs)."""
+        return (self.options.slots or self.settings.compaction.parallelism
+                or os.cpu_count() or 1)
+
+    def _check_tiling(self, plan: RescalePlan) -> None:
+        """The split's ranges tile the key space.
+
+        Raises:
+            DataError: a gap or an overlap.
+        """
+        if plan.kind != SPLIT:
+            return
+        ranges = [t.parts[0].range for t in plan.targets]
+        try:
+            check_tiling([r for r in ranges if r is not None])
+        except InvalidDbStateError as exc:
+            raise DataError(f"rescale job {plan.job_id}: {exc}") from exc
+        self.report.validation["tiling"] = "ok: the ranges tile the key space"
+
+    def _report_checks(self, plan: RescalePlan, checks: Sequence[TargetCheck]) -> None:
+        """The validation figures per target and in total.
+
+        Raises:
+            DataError: a target differs from its parts (nothing is released).
+        """
+        rep = self.report
         for i, c in enumerate(checks):
             rep.targets[i]["keys"] = c.actual.keys
             rep.targets[i]["bytes"] = c.actual.nbytes

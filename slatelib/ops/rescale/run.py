@@ -19,7 +19,8 @@ Steps (each one resumable: a rerun of the same call after a crash anywhere finis
 4. **Clone** each target from its parts, all at the job's checkpoints
    (:func:`~.targets.ensure_clone`).
 5. **Compact** each target into its own SSTs, up to ``concurrency`` at once
-   (:func:`~.targets.compact_target`).
+   (:func:`~.targets.compact_target`), the key-range tasks of those in one batch
+   (:mod:`~.pipeline`; how many of each: :mod:`slatelib.core.rescale_fanout`).
 6. **Validate**: ranges tile the source (a split); every target's keys, bytes and digest
    equal its parts' at the checkpoints (:mod:`~.validate`).
 7. **Detach** each target from its sources, releasing their final checkpoints
@@ -34,7 +35,6 @@ from collections.abc import Sequence
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import Settings
-from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_plan import (
     MERGE,
     SPLIT,
@@ -69,15 +69,16 @@ from slatelib.ops.rescale.job import (
     RunnerFactory,
     new_job_id,
 )
+from slatelib.ops.rescale.pipeline import BatchRunner
 from slatelib.ops.rescale.report import RescaleReport
 from slatelib.ops.rescale.source import SourceInfo, pinned_wal_data
 from slatelib.ops.rescale.targets import check_target_free
 from slatelib.ops.rescale.validate import Mapper
 from slatelib.paths import normalize_path
-from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
 
-__all__ = ["DEFAULT_LIVE_WINDOW_S", "RescaleOptions", "RunnerFactory", "merge_databases",
-           "split_database"]
+__all__ = ["DEFAULT_LIVE_WINDOW_S", "BatchRunner", "RescaleOptions", "RunnerFactory",
+           "merge_databases", "split_database"]
 
 
 def split_database(
@@ -92,6 +93,7 @@ def split_database(
     runner_factory: RunnerFactory | None = None,
     mapper: Mapper | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    batch_runner: BatchRunner | None = None,
 ) -> RescaleReport:
     """Split ``source`` into ``len(targets)`` databases by key range (module docstring):
     at the keys ``at`` (``len(targets) - 1`` of them, ascending), or at keys that balance
@@ -100,6 +102,11 @@ def split_database(
     ``checkpoint``: clone from this existing checkpoint of the source (its manifest must
     have no WAL data to replay) instead of flushing the WAL tail and checkpointing; it is
     left in place at the end.
+
+    Where the work runs: ``batch_runner`` runs the compaction tasks of the targets
+    compacted at once as one batch (outcomes in task order; default: threads of this
+    process), unless ``runner_factory`` gives each target a runner of its own; ``mapper``
+    runs the check's scan chunks (default: threads).
 
     Raises:
         InvalidArgumentError: bad paths, keys or options; a target that exists; too little
@@ -121,7 +128,8 @@ def split_database(
         check_split_keys(keys, len(tgts))
     check_target_paths([src], tgts)
     given = None if checkpoint is None else as_checkpoint_id(checkpoint)
-    job = RescaleJob(SPLIT, store, settings, options, runner_factory, mapper, clock)
+    job = RescaleJob(SPLIT, store, settings, options, runner_factory, mapper, clock,
+                     batch_runner=batch_runner)
     done = job.finished([src], tgts, keys)
     if done is not None:
         return done
@@ -139,10 +147,12 @@ def split_database(
             for t in tgts:
                 check_target_free(job.store, t)
             if given is None:
-                base, wal = info.latest.value, info.wal_sizes
+                base, wal = info.latest, info.wal_sizes
             else:
                 base, wal = _given_checkpoint(job.store, src, given, clock), ()
-            weights, auto = plan_weights(job.store, src, base, len(tgts), wal)
+            weights, auto = plan_weights(job.store, src, base.value, len(tgts), wal)
+            if auto is not None and not wal:  # the checkpoint may pin the same views
+                job.planned_keys[(src, len(tgts))] = (base.value, auto)
             chosen = keys or auto
             if chosen is None:
                 raise InvalidArgumentError(
@@ -179,6 +189,7 @@ def merge_databases(
     runner_factory: RunnerFactory | None = None,
     mapper: Mapper | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    batch_runner: BatchRunner | None = None,
 ) -> RescaleReport:
     """Merge ``sources`` (disjoint key ranges, e.g. the shards of a split) into ``target``
     (module docstring): a union clone, then compaction, validation and detach.
@@ -196,7 +207,8 @@ def merge_databases(
     if len(srcs) < 2:
         raise InvalidArgumentError("a merge needs at least 2 sources")
     check_target_paths(srcs, [tgt])
-    job = RescaleJob(MERGE, store, settings, options, runner_factory, mapper, clock)
+    job = RescaleJob(MERGE, store, settings, options, runner_factory, mapper, clock,
+                     batch_runner=batch_runner)
     done = job.finished(srcs, [tgt], None)
     if done is not None:
         return done
@@ -235,7 +247,7 @@ def merge_databases(
 
 
 def _given_checkpoint(store: ObjectStore, path: str, checkpoint: uuid.UUID,
-                      clock: Clock) -> Manifest:
+                      clock: Clock) -> StoredManifest:
     """The manifest an existing checkpoint of the source pins.
 
     Raises:
@@ -248,8 +260,8 @@ def _given_checkpoint(store: ObjectStore, path: str, checkpoint: uuid.UUID,
         state = "unknown" if cp is None else "expired"
         raise InvalidArgumentError(f"checkpoint {checkpoint} of {path!r} is {state}; nothing "
                                    "was written")
-    pinned = ms.read(cp.manifest_id).value
-    left = pinned_wal_data(store, path, pinned)
+    pinned = ms.read(cp.manifest_id)
+    left = pinned_wal_data(store, path, pinned.value)
     if left:
         raise InvalidArgumentError(
             f"checkpoint {checkpoint} of {path!r} pins manifest {cp.manifest_id}, which has WAL "

@@ -159,8 +159,8 @@ def compact_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     report = run_compaction(target.path, store, settings=replace(settings, compaction=cs),
                             policy="full", parallelism=parallelism, takeover=True,
                             runner=runner, clock=clock).to_dict()
-    keep = ("compaction_id", "inputs", "rows_in", "rows_out", "bytes_in", "bytes_out",
-            "compactor_epoch", "manifest_id", "phases_s")
+    keep = ("compaction_id", "inputs", "tasks", "rows_in", "rows_out", "bytes_in",
+            "bytes_out", "compactor_epoch", "manifest_id", "phases_s")
     out = {"outcome": report["status"], **{k: report[k] for k in keep if k in report}}
     out["outputs"] = report.get("outputs", {}).get("count", 0)
     return out

@@ -100,3 +100,72 @@ def _ulid(sid: int) -> str:
     from slatelib.ids import ulid_to_str
 
     return ulid_to_str(sid)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_ls_rows_equal_the_per_object_classification(
+    fixture_copy: Path, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Referenced SSTs of the database are recognised by their exact path (a dict lookup,
+    names formatted natively or not); every row equals what classifying each listed object
+    gives, also for look-alikes: a lower-case ULID, a nested file, an unreferenced SST."""
+    from slatelib.cli.ls_cmd import _reasons, list_objects
+    from slatelib.core.gc_plan import build_rules, referenced_ssts
+    from slatelib.core.gc_rules import GcOptions
+    from slatelib.format import manifest_native
+    from slatelib.ops.gc.state import read_compactions_state
+
+    if not native:
+        monkeypatch.setattr(manifest_native, "ext", None)
+    store = open_store(f"file://{fixture_copy}")
+    ms = ManifestStore(store, "ckpt_clone")
+    latest = ms.read_latest()
+    own = sorted(latest.value.referenced_sst_ids() - {
+        s for e in latest.value.external_dbs for s in e.sst_ids})
+    assert own
+    name = ms.paths.compacted(own[0])
+    lower = name[:-4].lower() + ".sst"
+    for extra in (lower, name[:-4] + "/nested.sst", ms.paths.compacted(own[0] + 1)):
+        (fixture_copy / extra).parent.mkdir(parents=True, exist_ok=True)
+        (fixture_copy / extra).write_bytes(b"x")
+    from slatelib.cli.ls_cmd import _live_set
+
+    live, _ = _live_set(ms, latest)
+    state = read_compactions_state(store, "ckpt_clone")
+    rules = build_rules("ckpt_clone", live, state, now_ms=0, options=GcOptions())
+    refs = referenced_ssts(live)
+    rows = {r["path"]: r for r in list_objects(store, "ckpt_clone", 0)}
+    listed = list(store.list("ckpt_clone"))
+    assert {lower, name} <= set(rows)
+    for meta in listed:
+        kind, reasons = _reasons(rules, state.version_id, refs, meta)
+        row = rows[meta.path]
+        assert (row["kind"], row["referenced_by"]) == (kind, reasons or ["unreferenced"]), row
+    assert rows[name]["kind"] == "compacted" and rows[lower]["kind"] == "unknown"
+    assert rows[ms.paths.compacted(own[0] + 1)]["referenced_by"] == ["unreferenced"]
+
+
+def test_ls_json_lines_are_the_encoders_text_for_every_row_shape() -> None:
+    import random
+
+    from slatelib.cli.ls_cmd import json_line
+
+    r = random.Random(21)
+    alphabet = ['a', '/', '"', '\\', '\n', '\x00', 'é', '\u2028', '😀', ' ']
+
+    def text() -> str:
+        return "".join(r.choice(alphabet) for _ in range(r.randint(0, 8)))
+
+    for _ in range(2000):
+        row: dict[str, Any] = {
+            "path": text(), "kind": r.choice(["compacted", "wal", text()]),
+            "size": r.choice([0, 7, 2**40, None]),
+            "last_modified_ms": r.choice([0, 1_750_000_000_123, None]),
+            "last_modified": r.choice(["2026-11-25T03:14:25Z", None, text()]),
+            "referenced_by": [text() for _ in range(r.randint(0, 3))]}
+        if r.random() < 0.2:
+            row["external"] = True
+        if r.random() < 0.1:
+            row = dict(reversed(list(row.items())))
+        assert json_line(row) == json.JSONEncoder().encode(row)
+        assert json.loads(json_line(row)) == row

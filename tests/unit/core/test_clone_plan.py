@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,6 +14,7 @@ from slatelib.core.clone_plan import (
     CloneSource,
     PinnedSource,
     bounding_range,
+    owned_sst_ids,
     plan_clone,
     plan_single_clone,
     plan_union_clone,
@@ -256,3 +258,36 @@ def test_only_projection_and_union_need_an_empty_wal() -> None:
     assert not wants_empty_wal([CloneSource("a")])
     assert wants_empty_wal([CloneSource("a", projection=R(None, None))])
     assert wants_empty_wal([CloneSource("a"), CloneSource("b")])
+
+
+def _owned_definition(m: Manifest) -> tuple[Ulid, ...]:
+    external = {s for e in m.external_dbs for s in e.sst_ids}
+    seen: dict[Ulid, None] = {}
+    for v in m.all_views():
+        if v.sst_id not in external:
+            seen.setdefault(v.sst_id, None)
+    return tuple(seen)
+
+
+def test_owned_sst_ids_equals_the_per_view_definition_and_follows_every_change() -> None:
+    r = random.Random(3)
+
+    def views() -> tuple[SstView, ...]:
+        return tuple(SstView(Ulid(r.randrange(1, 10**6)), Ulid(r.randrange(1, 30)))
+                     for _ in range(r.randint(0, 8)))
+
+    for _ in range(200):
+        m = Manifest(
+            l0=views(), compacted=tuple(SortedRun(i, views()) for i in range(r.randint(0, 3))),
+            segments=tuple(Segment(b"p%d" % i, None, views(), (SortedRun(0, views()),))
+                           for i in range(r.randint(0, 2))),
+            external_dbs=tuple(ExternalDb(f"e{i}", uuid.uuid4(), None, tuple(
+                Ulid(r.randrange(1, 30)) for _ in range(r.randint(0, 6))))
+                for i in range(r.randint(0, 2))))
+        expected = _owned_definition(m)
+        assert owned_sst_ids(m) == expected
+        assert owned_sst_ids(replace(m, checkpoints=())) == expected  # same trees: memo
+        fewer = replace(m, external_dbs=m.external_dbs[1:])  # another tree: recomputed
+        assert owned_sst_ids(fewer) == _owned_definition(fewer)
+        more = replace(m, l0=(*m.l0, SstView(Ulid(1), Ulid(10**6))))
+        assert owned_sst_ids(more) == _owned_definition(more)

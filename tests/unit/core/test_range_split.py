@@ -12,15 +12,19 @@ from hypothesis import strategies as st
 from slatelib.core.range_split import (
     HOT_FACTOR,
     Anchor,
+    _run_keys_scan,
     block_anchors,
     hot_ranges,
+    hot_ranges_sorted,
     overlapping_views,
     overlaps,
     range_count,
     range_weight,
     ranges_from_boundaries,
     run_keys,
+    sort_anchors,
     split_by_weight,
+    split_sorted,
     view_anchor,
 )
 from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
@@ -268,3 +272,57 @@ def test_run_keys_refuses_views_out_of_key_order() -> None:
     assert run_keys([a, b]) is not None
     assert run_keys([b, a]) is None
     assert run_keys([BytesRange(Bound.included(b"a"), UNBOUNDED), b]) is None
+
+
+def _split_definition(anchors: list[Anchor], count: int) -> list[BytesRange]:
+    """split_by_weight as first written: a walk over every sorted anchor."""
+    if count <= 1 or not anchors:
+        return [BytesRange.all()]
+    ordered = sorted(anchors)
+    total = sum(a.weight for a in ordered)
+    if total <= 0:
+        return [BytesRange.all()]
+    target = total / count
+    threshold = target
+    first_key = ordered[0].key
+    boundaries: list[bytes] = []
+    cumulative = 0
+    for a in ordered:
+        distinct = a.key > (boundaries[-1] if boundaries else first_key)
+        if cumulative >= threshold and distinct and len(boundaries) < count - 1:
+            boundaries.append(a.key)
+            while threshold <= cumulative:
+                threshold += target
+        cumulative += a.weight
+    return ranges_from_boundaries(boundaries)
+
+
+def test_split_by_weight_equals_the_walk_over_every_anchor() -> None:
+    r = random.Random(13)
+    for case in range(1500):
+        n = r.randint(0, 60)
+        keys = [_rand_key(r) for _ in range(r.randint(1, 12))]  # many equal keys
+        low = -3 if case % 5 == 0 else 0  # some negative weights: the walk itself is done
+        anchors = [Anchor(r.choice(keys), r.choice([0, 0, 1, 7, 100, r.randint(low, 10**6)]))
+                   for _ in range(n)]
+        count = r.randint(1, 12)
+        expected = _split_definition(anchors, count)
+        assert split_by_weight(anchors, count) == expected
+        sa = sort_anchors(anchors)
+        if n:
+            assert split_sorted(sa, count) == expected
+            assert hot_ranges_sorted(expected, sa, count) == hot_ranges(expected, anchors, count)
+
+
+def test_run_keys_of_plain_views_equals_the_view_by_view_scan() -> None:
+    r = random.Random(17)
+    for _ in range(500):
+        keys = sorted(_rand_key(r) for _ in range(r.randint(0, 30)))
+        effs = [BytesRange(Bound.included(a), Bound.included(b))
+                for a, b in zip(keys[::2], keys[1::2], strict=False)]
+        if effs and r.random() < 0.3:  # an empty view, or one out of order
+            i = r.randrange(len(effs))
+            effs[i] = BytesRange(effs[i].end, effs[i].start)
+        if len(effs) > 1 and r.random() < 0.2:
+            r.shuffle(effs)
+        assert run_keys(effs) == _run_keys_scan(effs)

@@ -6,10 +6,12 @@ one key (newest first) and the exact rows a compaction keeps, mirroring 0.17's
 contract behind the rules: every snapshot at or above ``recent_snapshot_min_seq`` reads the
 same before and after retention.
 
-Every test runs twice (the module-scoped ``engine`` fixture): against the pure-Python
-reference (``retain_versions`` per key, ``merge_windows`` + ``retain_window`` per window) and
-against the native merge with retention (``slatelib/_merge.c`` through
-:func:`slatelib.format.native_merge.retained_batches`).
+Every test runs three times (the module-scoped ``engine`` fixture): against the pure-Python
+reference (``retain_versions`` per key, ``merge_windows`` + ``retain_window`` per window),
+against the native merge with retention (the pipeline's ``Pipe`` over Python rows, through
+:func:`slatelib.format.native_merge.retained_batches`), and against the native pipeline
+(``slatelib/csrc/pipe.h`` through :class:`slatelib.format.native_pipe.RetainPipe`, every
+source encoded as v2 blocks and read as ``CheckedBlocks``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from slatelib.core.retention import (
     retain_window,
 )
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
-from slatelib.format import native
-from slatelib.format.native_merge import retained_batches
+from slatelib.format.native_merge import HAVE_NATIVE_MERGE, retained_batches
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, RetainPipe
+from tests.unit.format._pipe_blocks import checked_groups
 
 K = b"k"
 TICK = 1_000
@@ -50,25 +53,38 @@ def m(seq: int, op: bytes, *, exp: int | None = None, ts: int | None = 7,
     return (key, seq, MERGE, op, exp, ts)
 
 
-ENGINE = {"native": False}
+ENGINE = {"native": False, "pipe": False}
 
 
-@pytest.fixture(autouse=True, scope="module", params=["python", "native"])
+@pytest.fixture(autouse=True, scope="module", params=["python", "native", "native_pipe"])
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run the whole matrix against the Python reference, then the native engine."""
+    """Run the whole matrix against the Python reference, the native merge, then the
+    native pipeline."""
     if request.param == "native":
-        assert native.merge is not None, (
-            "slatelib._merge is not built (or SLATELIB_NO_NATIVE=1): the native matrix cannot "
-            "run; `.venv/bin/python setup.py build_ext --inplace` builds it")
-    ENGINE["native"] = request.param == "native"
+        assert HAVE_NATIVE_MERGE, (
+            "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1): the native matrix "
+            "cannot run; `.venv/bin/python setup.py build_ext --inplace` builds it")
+    if request.param == "native_pipe":
+        assert HAVE_NATIVE_PIPE, (
+            "slatelib._speedups has no native pipeline (or SLATELIB_NO_NATIVE=1): the matrix "
+            "cannot run on it; `.venv/bin/python setup.py build_ext --inplace` builds it")
+    ENGINE["native"] = request.param in ("native", "native_pipe")
+    ENGINE["pipe"] = request.param == "native_pipe"
     yield request.param
-    ENGINE["native"] = False
+    ENGINE["native"] = ENGINE["pipe"] = False
 
 
 def retain(sources: Sequence[Sequence[Row]], policy: RetentionPolicy,
            stats: RetentionStats) -> list[Row]:
     """What a compaction keeps of ``sources`` (each sorted, newest first), on the engine
-    under test: the windowed Python reference or the native merge."""
+    under test: the windowed Python reference, the native merge or the native pipeline."""
+    if ENGINE["pipe"]:
+        groups = [checked_groups(list(src), 2, block_rows=(2, 1))[0] for src in sources]
+        pipe = RetainPipe(groups, policy, stats)
+        out: list[Row] = []
+        while batch := pipe.rows(3):
+            out += batch
+        return out
     blocks = [[list(src)] for src in sources]
     batches = retained_batches(blocks, policy, stats, use_native=ENGINE["native"])
     return [r for batch in batches for r in batch]

@@ -232,3 +232,6 @@ def test_encode_rejects_out_of_range_values() -> None:
     bad = Compaction(Ulid(1), TieredCompactionSpec(sorted_runs=(2**32,)))
     with pytest.raises(InvalidArgumentError):
         encode_compactions(Compactions(0, (bad,)))
+    no_segment = Compaction(Ulid(1), DrainSegmentSpec(None))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="needs a segment"):
+        encode_compactions(Compactions(0, (no_segment,)))

@@ -1,4 +1,5 @@
-"""The native k-way merge (``slatelib/_merge.c``) against the pure-Python reference.
+"""The native k-way merge (the ``Pipe`` of ``slatelib/csrc/pipe.h`` over Python rows, through
+:mod:`slatelib.format.native_merge`) against the pure-Python reference.
 
 On random sources (several versions per key, equal seqs across sources, TTLs, tombstones,
 merge operands, random block cuts and batch sizes) the native merge must return exactly
@@ -22,8 +23,12 @@ from slatelib.core.merge import ConcatMergeOperator, MergeOperator
 from slatelib.core.retention import RetentionPolicy, RetentionStats
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import CorruptObjectError, MergeOperatorMissingError
-from slatelib.format import native
-from slatelib.format.native_merge import merged_rows, resolved_pairs, retained_batches
+from slatelib.format.native_merge import (
+    HAVE_NATIVE_MERGE,
+    merged_rows,
+    resolved_pairs,
+    retained_batches,
+)
 
 TICK = 1_000
 DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -32,8 +37,8 @@ DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def merge_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert native.merge is not None, (
-        "slatelib._merge is not built (or SLATELIB_NO_NATIVE=1 is set): "
+    assert HAVE_NATIVE_MERGE, (
+        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): "
         "`.venv/bin/python setup.py build_ext --inplace` builds it")
 
 

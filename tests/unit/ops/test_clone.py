@@ -457,3 +457,52 @@ def test_a_retried_union_completes(
         finals = [c for c in ManifestStore(raw, e.path).read_latest().value.checkpoints
                   if c.expire_time_s is None]
         assert [c.id for c in finals] == [e.final_checkpoint_id]
+
+
+# ------------------------------------------------------------ manifest reads of a clone
+def test_a_clone_never_reads_back_a_manifest_version_it_wrote(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    """The pinned parent manifest and the clone's manifest 1 are the versions the clone
+    wrote (put-if-absent: they never change), so it does not fetch them again; the parent
+    is read once at the start, once before its final checkpoint and once after the
+    clone is initialized (docs/rfcs/0014-large-manifest-planning.md)."""
+    make_parent(raw, clock)
+    before = ManifestStore(raw, "parent").read_latest().id
+    flaky = FlakyObjectStore(raw)
+    report = create_clone("clone", "parent", flaky, clock=clock)
+    assert report.created and report.manifest_id == 2
+    gets = [p for op, p in flaky.log if op == "get" and "/manifest/" in p]
+    parent = DbPaths("parent")
+    assert gets == [parent.manifest(before), parent.manifest(before + 1),
+                    parent.manifest(before + 2)]
+    pinned = ManifestStore(raw, "parent").read(before + 1).value
+    assert pinned.checkpoint(report.source_checkpoint_id) is not None
+
+
+def test_a_parent_written_between_the_read_and_the_pin_is_pinned_at_its_latest(
+    raw: ObjectStore, clock: FakeClock
+) -> None:
+    """The pin is tried on the manifest read first; a concurrent parent write makes it
+    conflict, and the clone pins (and holds) the newer state."""
+    make_parent(raw, clock)
+    written: list[int] = []
+
+    def concurrent_flush(_: float) -> None:
+        if not written:
+            written.append(1)
+            with Db.open("parent", raw, writer_settings(), clock=clock) as db:
+                db.put(b"late", b"3")
+                db.flush()
+
+    flaky = FlakyObjectStore(raw, sleep=concurrent_flush)
+    flaky.delay("put_if_absent", path="parent/manifest/", seconds=1.0, times=1)
+    report = create_clone("clone", "parent", flaky, clock=clock)
+    assert written and report.created
+    with DbReader.open("clone", raw, mode="latest") as r:
+        assert dict(r.scan()) == {b"flushed": b"1", b"wal": b"2", b"late": b"3"}
+    parent = ManifestStore(raw, "parent").read_latest().value
+    source = parent.checkpoint(report.source_checkpoint_id)
+    assert source is not None
+    final = ManifestStore(raw, "clone").read_latest().value.external_dbs[-1]
+    assert parent.checkpoint(final.final_checkpoint_id) is not None  # type: ignore[arg-type]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gc
 import random
+from dataclasses import replace
 
 import pytest
 
 from slatelib.core.compaction_plan import CompactionSpec, Policy
 from slatelib.core.compaction_source import SourceId, effective_range, estimate_view_size
 from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstHandle, SstView
-from slatelib.core.range_split import overlaps
+from slatelib.core.range_split import overlaps, view_anchor
 from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
 from slatelib.errors import CorruptObjectError
 from slatelib.format import manifest_native
@@ -22,10 +23,11 @@ from slatelib.ops.compaction.plan_io import (
     InputView,
     TaskOptions,
     build_tasks,
+    coarse_anchors,
     gc_paused,
     input_views,
 )
-from slatelib.ops.compaction.task import TaskSource, TaskView
+from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
 from slatelib.store.table_store import TableStore
 
 
@@ -112,11 +114,39 @@ def test_input_views_and_build_tasks_equal_the_per_view_definitions(
         spec, m = _random_spec(r)
         views = input_views(spec, m, tables)
         assert views == _reference_views(spec, m, tables)
+        assert coarse_anchors(views) == [view_anchor(v.effective, v.size) for v in views]
         ranges = [_range(r) for _ in range(r.randint(1, 6))] + [BytesRange.all()]
         tasks = build_tasks(spec, views, ranges, opts)
-        assert [t.range for t in tasks] == ranges
-        for task, rng in zip(tasks, ranges, strict=True):
-            assert task.sources == _reference_sources(spec, views, rng)
+        expected = [_reference_task(spec, opts, i, rng, _reference_sources(spec, views, rng))
+                    for i, rng in enumerate(ranges)]
+        assert tasks == expected
+        # Input views in another order (not spec.views()'s) are looked up by view id.
+        shuffled = list(views)
+        r.shuffle(shuffled)
+        assert build_tasks(spec, shuffled, ranges, opts) == expected
+
+
+def _reference_task(spec: CompactionSpec, opts: TaskOptions, index: int, rng: BytesRange,
+                    sources: tuple[TaskSource, ...]) -> CompactionTask:
+    return CompactionTask(
+        store=opts.store, db_path=opts.db_path, compaction_id=opts.compaction_id, index=index,
+        range=rng, sources=sources, retention_min_seq=spec.retention_min_seq,
+        bottom=spec.bottom, clock_tick=spec.clock_tick, sst_options=opts.sst_options,
+        max_sst_size=opts.max_sst_size, merge_operator=opts.merge_operator,
+        max_fetch_tasks=opts.max_fetch_tasks, bytes_to_fetch=opts.bytes_to_fetch,
+        min_ulid_ms=opts.min_ulid_ms)
+
+
+def test_coarse_anchors_skips_the_fine_views_and_clamps_like_view_anchor() -> None:
+    spec, m = _random_spec(random.Random(4))
+    views = input_views(spec, m, TableStore(open_store("memory:///"), "db"))
+    assert len(views) > 3
+    views = [*views, InputView(views[0].view, views[0].task_view,
+                               BytesRange(UNBOUNDED, UNBOUNDED), -5, False)]
+    fine = set(range(0, len(views), 3))
+    assert coarse_anchors(views, fine) == [view_anchor(v.effective, v.size)
+                                           for i, v in enumerate(views) if i not in fine]
+    assert coarse_anchors(views)[-1] == (b"", 0)
 
 
 def test_input_views_names_a_missing_sst() -> None:
@@ -175,3 +205,41 @@ def test_the_native_builder_makes_exactly_the_plain_identity_views() -> None:
     assert ext.identity_input_views(views, ["p"] * len(views), {}, set()) == [None] * len(views)
     with pytest.raises(ValueError, match="one path per view"):
         ext.identity_input_views(views, [], {}, set())
+
+
+def test_split_ranges_from_cached_indexes_reads_nothing_and_equals_the_read_split() -> None:
+    """The job's source check leaves every L0 index in the cache; the split then anchors
+    them on the calling thread without a read, with the ranges of a split that reads."""
+    from slatelib import Db
+    from slatelib.core.compaction_plan import PlanOptions, plan_compaction
+    from slatelib.ops.compaction.guard import check_sources
+    from slatelib.ops.compaction.plan_io import split_ranges
+    from slatelib.store.manifest_store import ManifestStore
+    from slatelib.store.sst_reader import BlockCache
+    from slatelib.testing.faulty import FlakyObjectStore
+    from tests.unit.writer.support import writer_settings
+
+    store = open_store("memory:///")
+    r = random.Random(8)
+    with Db.open("db", store, writer_settings()) as db:
+        for _ in range(4):
+            for _ in range(300):
+                db.put(b"k%06d" % r.randrange(10**6), b"v" * 50)
+            db.flush()
+    m = ManifestStore(store, "db").read_latest().value
+    spec = plan_compaction(m, None, PlanOptions(policy=Policy.L0))
+    assert spec is not None and len(spec.l0_views) == 4
+    views = input_views(spec, m, TableStore(store, "db"))
+    kw = {"parallelism": 3, "max_sst_size": 1 << 20, "min_range_bytes": 1}
+    read = split_ranges(store, views, **kw)  # type: ignore[arg-type]
+    assert len(read) == 3
+    cache = BlockCache(1 << 26)
+    check_sources(store, "db", m, [spec], cache=cache)
+    flaky = FlakyObjectStore(store)
+    assert split_ranges(flaky, views, cache=cache, **kw) == read  # type: ignore[arg-type]
+    assert not [op for op, _ in flaky.log if op.startswith("get")]
+    partial = BlockCache(1 << 26)  # one index cached, three read on threads
+    check_sources(store, "db", m, [replace(spec, l0_views=spec.l0_views[:1])], cache=partial)
+    flaky = FlakyObjectStore(store)
+    assert split_ranges(flaky, views, cache=partial, **kw) == read  # type: ignore[arg-type]
+    assert len([op for op, _ in flaky.log if op.startswith("get")]) == 3

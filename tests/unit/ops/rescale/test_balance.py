@@ -72,3 +72,17 @@ def test_the_wal_tail_counts() -> None:
     weights, keys = plan_weights(store, "db", m, 2, tail)
     assert keys is not None and keys[0] > b"z"
     assert wal_weight(tail).rows == 20 and weights[-1].view is None
+
+
+def test_a_checkpoint_added_weighs_the_same_and_a_new_sst_does_not() -> None:
+    from slatelib import create_checkpoint
+    from slatelib.ops.rescale.balance import same_weights
+
+    store, before, _ = _load(200)
+    create_checkpoint("db", store)
+    after = ManifestStore(store, "db").read_latest().value
+    assert after.checkpoints != before.checkpoints and same_weights(before, after)
+    other, _, _ = _load(201)
+    assert not same_weights(before, ManifestStore(other, "db").read_latest().value)
+    assert not same_weights(before, replace(before, l0=before.l0[:0] + (
+        before.compacted[0].views[0],)))

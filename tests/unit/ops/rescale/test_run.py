@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import Any
 
 import pytest
 
@@ -407,3 +408,87 @@ def test_a_checkpoint_with_wal_data_is_refused(store: ObjectStore, clock: FakeCl
     with pytest.raises(InvalidArgumentError, match="WAL data"):
         split_database("src", store, SHARDS, checkpoint=cp.id, clock=clock)
     assert snapshot(store) == before
+
+
+# ------------------------------------------------------------------ fixed costs
+def test_a_split_runs_one_compaction_batch_and_one_check_call(
+        store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.ops.compaction.runner import ThreadTaskRunner
+    from slatelib.ops.rescale import job as job_module
+    from slatelib.ops.rescale.validate import ChunkTask
+
+    model = make_source(store, clock)
+    ranges: list[int | None] = []
+    real_compact = job_module.compact_target
+
+    def compact(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        ranges.append(kwargs["parallelism"])
+        return real_compact(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "compact_target", compact)
+    batches: list[set[str]] = []
+
+    def batch(tasks: Any) -> Any:
+        batches.append({t.db_path for t in tasks})
+        return ThreadTaskRunner(2)(tasks)
+
+    calls: list[list[str]] = []
+
+    def mapper(fn: Any, items: Any) -> list[Any]:
+        assert all(isinstance(c, ChunkTask) for c in items)
+        targets = [s.path for c in items for s in c.scans if s.side == "target"]
+        for path in set(targets):  # every target is compacted before it is checked
+            m = ManifestStore(store, path).read_latest().value
+            assert not any(e.sst_ids for e in m.external_dbs), path
+        calls.append(targets)
+        return [fn(c) for c in items]
+
+    report = split_database("src", store, SHARDS, clock=clock, mapper=mapper,
+                            batch_runner=batch, options=RescaleOptions(slots=2)).to_dict()
+    assert batches == [set(SHARDS)]  # every shard's ranges in one batch
+    assert ranges == [2, 2, 2]  # 4 tasks per step on 2 slots, shared by the 3 targets
+    assert len(calls) == 1 and sorted(set(calls[0])) == SHARDS  # one call, every target
+    assert report["validation"]["ok"]
+    _check_shards(store, model, [k.encode() for k in report["split_keys"]])
+
+
+def test_a_runner_factory_still_gives_each_target_its_own_runner(
+        store: ObjectStore, clock: FakeClock) -> None:
+    from slatelib.ops.compaction.runner import ThreadTaskRunner
+
+    model = make_source(store, clock)
+    labels: list[str] = []
+
+    def factory(label: str) -> ThreadTaskRunner:
+        labels.append(label)
+        return ThreadTaskRunner(2)
+
+    report = split_database("src", store, SHARDS, clock=clock,
+                            runner_factory=factory).to_dict()
+    assert sorted(labels) == [f"rescale {s}" for s in SHARDS]
+    _check_shards(store, model, [k.encode() for k in report["split_keys"]])
+
+
+def test_the_split_keys_are_chosen_once_when_the_checkpoint_pins_the_planned_manifest(
+        store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.ops.rescale import balance
+    from slatelib.ops.rescale import job as job_module
+    from slatelib.ops.rescale import run as run_module
+
+    make_source(store, clock, wal_tail=0)
+    chosen: list[int] = []
+    real = balance.plan_weights
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        chosen.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "plan_weights", counting)
+    monkeypatch.setattr(job_module, "plan_weights", counting)
+    first = split_database("src", store, SHARDS, clock=clock).to_dict()
+    assert len(chosen) == 1
+    # with a WAL tail, the checkpoint pins the flushed manifest: chosen again, from it
+    make_source(store, clock, "tail")
+    chosen.clear()
+    again = split_database("tail", store, ["t-0", "t-1", "t-2"], clock=clock).to_dict()
+    assert len(chosen) == 2 and again["status"] == first["status"] == "done"
