@@ -1,5 +1,6 @@
 """Native pipeline benchmark: the native decode -> merge -> sink pipeline against the row path,
-in one process, no Spark (docs/rfcs/0015-native-pipeline.md).
+in one process, no Spark (docs/rfcs/0015-native-pipeline.md), and the scan side by side with
+the official 0.17 reader's scan of the same copy.
 
 Uses the compaction benchmark's database (``benchmarks/data/compaction_2300000_10_42``: 2.3 M
 entries, 10 L0 SSTs, 316 MB, official-written; ``benchmarks/bench_compaction.py`` builds it)
@@ -11,7 +12,9 @@ and times, each path on the same inputs, medians of ``--repeat``:
   rescale's validation did before) over the whole database;
 - scan: ``DbReader.scan()`` drained, the pipeline vs ``native_merge.resolved_pairs`` over
   decoded rows;
-- export: one of two partitions of ``scan_task_batches`` (Arrow batches), native vs rows.
+- export: one of two partitions of ``scan_task_batches`` (Arrow batches), native vs rows;
+- official: the official ``DbReader.scan()`` of the whole database drained with
+  ``next_batch(4096)``, against our native scan (the ratio printed last).
 
     .venv/bin/python benchmarks/bench_pipeline.py [--repeat 3]
 """
@@ -27,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_read import official_scan  # type: ignore[import-not-found]
 
 from slatelib import DbReader
 from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction
@@ -119,6 +124,11 @@ def main() -> None:
              lambda: sum(b.num_rows for b in scan_task_batches(tasks[0], schema, store=store)),
              lambda: sum(b.num_rows for b in scan_task_batches(tasks[0], schema, store=store,
                                                                use_native=False)))
+        official = sorted(official_scan(tmp, "db")[1] for _ in range(args.repeat))
+        off_s = official[len(official) // 2]
+        scan_s = results[2][1]
+        print(f"official scan {off_s:.3f} s; native scan / official: {off_s / scan_s:.1f}x "
+              f"({rows / scan_s / 1e6:.2f} M rows/s against {rows / off_s / 1e6:.2f} M)")
         print(f"rows: {rows} (compaction, scans); per row, native: "
               + ", ".join(f"{name} {w / rows * 1e6:.2f} us" for name, w, _, _, _ in results[:3]))
         print(f"load average {os.getloadavg()}")
