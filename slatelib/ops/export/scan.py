@@ -18,19 +18,22 @@ rows enter as rows; keys whose merge operands need the operator are folded in Py
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 from slatelib.core.compaction_source import effective_range, estimate_view_size
 from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SortedRun, SstView
+from slatelib.core.merge import MergeOperator
 from slatelib.core.ranges import BytesRange
 from slatelib.core.row import Row
 from slatelib.core.visible_rows import VisibleRow, resolve_window
 from slatelib.core.window_merge import merge_windows
 from slatelib.errors import InvalidArgumentError
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers, Block, visible_buffers
+from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers, visible_buffers
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, StoreSpec
@@ -183,6 +186,30 @@ def _chunks(rows: list[Row]) -> Iterator[list[Row]]:
         yield rows[i:i + WAL_CHUNK_ROWS]
 
 
+@contextmanager
+def _task_streams(task: ScanTask, store: ObjectStore | None, reader: Callable[..., Any],
+                  ) -> Iterator[tuple[list[Any], MergeOperator | None]]:
+    """The sources of ``task``'s range, newest first (the WAL rows in chunks, then one
+    stream per input from ``reader``: ``source_rows`` or ``source_blocks``), with their
+    fetch threads running for the duration of the ``with``, and the merge operator."""
+    obj_store = store if store is not None else task.store.open()
+    op = load_merge_operator(task.merge_operator)
+    prefetch, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks,
+                                          task.bytes_to_fetch)
+    threads = max(2, min(32, len(task.sources) * prefetch))
+    timer = ReadTimer()
+    with ThreadPoolExecutor(threads, thread_name_prefix="export-io") as pool:
+        inputs = [views for views in open_inputs(_as_compaction_task(task), obj_store, pool)
+                  if views]
+        streams: list[Any] = []
+        wal = _wal_rows(obj_store, task)
+        if wal:
+            streams.append(_chunks(wal))  # newest source first
+        streams += [reader(obj_store, views, pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
+                           timer=timer) for views in inputs]
+        yield streams, op
+
+
 def scan_task_rows(task: ScanTask, *, store: ObjectStore | None = None,
                    ) -> Iterator[list[VisibleRow]]:
     """The visible rows of ``task``'s range in key order, one list per merged window
@@ -195,21 +222,7 @@ def scan_task_rows(task: ScanTask, *, store: ObjectStore | None = None,
         CorruptObjectError / ChecksumMismatchError: a damaged block (object and block named).
         UnavailableError / StorageError: storage failures.
     """
-    obj_store = store if store is not None else task.store.open()
-    op = load_merge_operator(task.merge_operator)
-    prefetch, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks,
-                                          task.bytes_to_fetch)
-    threads = max(2, min(32, len(task.sources) * prefetch))
-    timer = ReadTimer()
-    with ThreadPoolExecutor(threads, thread_name_prefix="export-io") as pool:
-        inputs = [views for views in open_inputs(_as_compaction_task(task), obj_store, pool)
-                  if views]
-        streams: list[Iterator[list[Row]]] = []
-        wal = _wal_rows(obj_store, task)
-        if wal:
-            streams.append(_chunks(wal))  # newest source first
-        streams += [source_rows(obj_store, views, pool, prefetch=prefetch,
-                                fetch_bytes=fetch_bytes, timer=timer) for views in inputs]
+    with _task_streams(task, store, source_rows) as (streams, op):
         for window in merge_windows(streams):
             visible = resolve_window(window, op)
             if visible:
@@ -225,20 +238,6 @@ def scan_task_buffers(task: ScanTask, *, store: ObjectStore | None = None, seq: 
     when the native pipeline is not built (``HAVE_NATIVE_PIPE``)."""
     if not HAVE_NATIVE_PIPE:
         raise RuntimeError("the native pipeline is not built or is disabled")
-    obj_store = store if store is not None else task.store.open()
-    op = load_merge_operator(task.merge_operator)
-    prefetch, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks,
-                                          task.bytes_to_fetch)
-    threads = max(2, min(32, len(task.sources) * prefetch))
-    timer = ReadTimer()
-    with ThreadPoolExecutor(threads, thread_name_prefix="export-io") as pool:
-        inputs = [views for views in open_inputs(_as_compaction_task(task), obj_store, pool)
-                  if views]
-        streams: list[Iterator[Block]] = []
-        wal = _wal_rows(obj_store, task)
-        if wal:
-            streams.append(_chunks(wal))  # newest source first
-        streams += [source_blocks(obj_store, views, pool, prefetch=prefetch,
-                                  fetch_bytes=fetch_bytes, timer=timer) for views in inputs]
+    with _task_streams(task, store, source_blocks) as (streams, op):
         yield from visible_buffers(streams, op, seq=seq, expire_ts=expire_ts,
                                    create_ts=create_ts)
