@@ -24,7 +24,7 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from slatelib.errors import InvalidArgumentError, StorageError
-from slatelib.ops.export.files import open_target
+from slatelib.ops.export.files import delete_dir, open_target
 
 STAGING_PREFIX = "_slatelib_staging_"
 MODES = ("overwrite", "append")
@@ -112,11 +112,7 @@ def commit_parts(uri: str, job: str, indexes: Sequence[int], mode: str) -> list[
 
 def abort(uri: str, job: str) -> None:
     """Best-effort removal of ``job``'s staging folder (nothing of it was committed)."""
-    fs, root = open_target(uri)
-    try:
-        fs.delete_dir(f"{root}/{staging_dir(job)}")
-    except OSError:
-        pass
+    delete_dir(uri, staging_dir(job))
 
 
 __all__ = ["MODES", "STAGING_PREFIX", "SUCCESS", "abort", "commit_parts", "part_name",

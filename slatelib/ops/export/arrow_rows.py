@@ -12,7 +12,7 @@ it is built, else from visible rows (:func:`to_batch`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -97,13 +97,19 @@ def _utf8(values: list[bytes], column: str, rows: Sequence[VisibleRow]) -> pa.Ar
     try:
         return pa.array(values, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:
-        for value, row in zip(values, rows, strict=True):
-            try:
-                value.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"the {column} of key {row[0].hex()} is not valid UTF-8 "
-                                f"({exc}); read it with decode=binary") from exc
+        _name_bad_utf8(column, ((row[0], v) for v, row in zip(values, rows, strict=True)))
         raise
+
+
+def _name_bad_utf8(column: str, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+    """Raise DataError naming the key of the first value in ``(key, value)`` ``pairs`` that
+    is not valid UTF-8 (returns if there is none)."""
+    for key, value in pairs:
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"the {column} of key {key.hex()} is not valid UTF-8 "
+                            f"({exc}); read it with decode=binary") from exc
 
 
 def _binary(n: int, offsets: bytes, data: bytes, text: bool, column: str,
@@ -117,13 +123,8 @@ def _binary(n: int, offsets: bytes, data: bytes, text: bool, column: str,
     try:
         out.validate(full=True)
     except pa.ArrowInvalid:
-        names = keys if keys is not None else arr
-        for i, value in enumerate(arr.to_pylist()):
-            try:
-                value.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"the {column} of key {names[i].as_py().hex()} is not valid "
-                                f"UTF-8 ({exc}); read it with decode=binary") from exc
+        names = (keys if keys is not None else arr).to_pylist()
+        _name_bad_utf8(column, zip(names, arr.to_pylist(), strict=True))
         raise
     return out
 

@@ -99,3 +99,12 @@ def test_native_batches_decode_utf8_and_name_a_key_that_is_not() -> None:
     assert batch.to_pydict() == {"key": ["a\u00e9", "b"], "expire_ts": [None, 7]}
     with pytest.raises(DataError, match="value of key 62 is not valid UTF-8"):
         buffers_to_batch(bufs, arrow_schema(("key", "value"), "utf8"))
+
+
+def test_row_batches_decode_utf8_and_name_a_key_that_is_not() -> None:
+    """The row path (``to_batch``) names the same key as the native path above."""
+    rows = [(b"a\xc3\xa9", 5, 0, b"ok", None, None), (b"b", 6, 0, b"\xff\xfe", 7, None)]
+    batch = to_batch(rows, arrow_schema(("key", "expire_ts"), "utf8"))
+    assert batch.to_pydict() == {"key": ["a\u00e9", "b"], "expire_ts": [None, 7]}
+    with pytest.raises(DataError, match="value of key 62 is not valid UTF-8"):
+        to_batch(rows, arrow_schema(("key", "value"), "utf8"))
