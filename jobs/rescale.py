@@ -14,9 +14,11 @@ The job is thin over :mod:`slatelib.ops.rescale` (:func:`split_database`,
 :func:`merge_databases`): the driver checks everything before the first write, flushes the
 WAL tail of each source into an L0 (fencing its writer), checkpoints it, clones the targets,
 compacts every target on the executors (the key ranges of all the targets compacted at
-once in one Spark job; each target still planned, fenced and committed on its own), scans
-every target and its source ranges on the executors to check keys, bytes and digests (one
-Spark job, one task per chunk scanning both sides), detaches the targets and releases the
+once in one Spark job; each target still planned, fenced and committed on its own; each
+task also reads its outputs back and its source ranges at the checkpoint and compares
+their rows exactly, which the driver completes against the commits), scans on the
+executors what those tasks could not vouch for (one Spark job, one task per chunk scanning
+both sides; a rerun after a crash, for example), detaches the targets and releases the
 sources.
 A rerun of the same command resumes a job that was interrupted. The JSON report goes to
 stdout (and ``--report FILE``; jobs/_common.py describes its top level: ``databases`` has
@@ -51,13 +53,14 @@ from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for, exit_name
 from slatelib.flags import whole_number
 from slatelib.objstore import open_store
-from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
+from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.rescale import (
     DEFAULT_LIVE_WINDOW_S,
     BatchRunner,
     Mapper,
     RescaleOptions,
     merge_databases,
+    run_checked_compaction_task,
     split_database,
 )
 
@@ -140,7 +143,7 @@ def spark_mapper(spark: SparkSession) -> Mapper:
 
 
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
-        task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
+        task_fn: Callable[[CompactionTask], TaskOutcome] = run_checked_compaction_task,
         ) -> tuple[dict[str, Any], int]:
     """Run the rescale the arguments describe. Returns the report and the exit code.
 

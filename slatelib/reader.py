@@ -40,6 +40,7 @@ from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, as_merge_operator
 from slatelib.core.rescale_check import RangeStats
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError, SlateError
+from slatelib.format.native_pipe import ARROW_BATCH_BYTES, ARROW_BATCH_ROWS, ArrowBuffers
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore, resolve_store  # resolve_store: re-exported
 from slatelib.paths import normalize_path
@@ -334,6 +335,22 @@ class DbReader:
         if start is not None and end is not None and start > end:
             raise InvalidArgumentError(f"scan start {start!r} is after end {end!r}")
         return self._current().scan_stats(start, end)
+
+    def scan_buffers(self, start: bytes | None = None, end: bytes | None = None, *,
+                     max_rows: int = ARROW_BATCH_ROWS, max_bytes: int = ARROW_BATCH_BYTES,
+                     ) -> Iterator[ArrowBuffers]:
+        """What :meth:`scan` returns for ``[start, end)`` as batches of Arrow buffers (key
+        and value offsets and data; :meth:`ReadView.scan_buffers`): copied natively, with no
+        Python object per row, when the extension is built.
+
+        Raises:
+            InvalidArgumentError: ``start`` after ``end``; ``max_rows`` or ``max_bytes``
+                below 1.
+            MergeOperatorMissingError: merge operands without a configured operator.
+        """
+        if start is not None and end is not None and start > end:
+            raise InvalidArgumentError(f"scan start {start!r} is after end {end!r}")
+        return self._current().scan_buffers(start, end, max_rows=max_rows, max_bytes=max_bytes)
 
     def close(self) -> None:
         """Stop polling and, in managed mode, delete the reader's checkpoint."""

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slatelib.core.manifest import Manifest, SstHandle
 from slatelib.core.ranges import BoundKind, BytesRange
 from slatelib.errors import InvalidDbStateError
 
@@ -104,4 +105,41 @@ def compare_stats(target: str, expected: RangeStats, actual: RangeStats) -> str 
             f"{expected.nbytes} bytes (digest {expected.digest:032x})")
 
 
-__all__ = ["DIGEST_MOD", "RangeStats", "check_tiling", "compare_stats", "row_digest"]
+def committed_problem(m: Manifest, outputs: Sequence[SstHandle], sources: Iterable[str],
+                      ) -> str | None:
+    """None when target manifest ``m`` references exactly ``outputs`` (the SSTs its
+    compaction tasks wrote and checked, in key order): no L0, one sorted run whose views are
+    those SSTs whole and in that order, with the same handles, no other SST, no segment, no
+    SST of a database in ``sources`` left, initialized and not destroyed; else what differs
+    (the first difference found).
+    Pure."""
+    if not m.initialized or m.destroyed_at_s is not None:
+        return "it is not initialized" if not m.initialized else "it is destroyed"
+    if m.l0:
+        return f"it has {len(m.l0)} L0 views"
+    if m.segments:
+        return f"it has {len(m.segments)} segments"
+    if len(m.compacted) != 1:
+        return f"it has {len(m.compacted)} sorted runs, not one"
+    views = m.compacted[0].views
+    ids = [v.sst_id for v in views]
+    want = [h.id for h in outputs]
+    if ids != want:
+        extra = len(set(ids) - set(want))
+        missing = len(set(want) - set(ids))
+        return (f"its sorted run's SSTs are not the checked outputs ({len(ids)} SSTs, "
+                f"{extra} not checked, {missing} checked ones missing, or another order)")
+    clipped = [v for v in views if v.visible_range is not None]
+    if clipped:
+        return f"{len(clipped)} views of its sorted run are clipped"
+    if len(m.ssts) != len(outputs) or any(m.sst_map.get(h.id) != h for h in outputs):
+        return "its SST handles are not the checked outputs' handles"
+    names = set(sources)
+    left = [e.path for e in m.external_dbs if e.path in names and e.sst_ids]
+    if left:
+        return f"it still references SSTs of {sorted(left)}"
+    return None
+
+
+__all__ = ["DIGEST_MOD", "RangeStats", "check_tiling", "committed_problem", "compare_stats",
+           "row_digest"]

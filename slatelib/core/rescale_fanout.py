@@ -5,8 +5,10 @@ per target compaction, scan chunks per target. Pure (docs/rfcs/0008-rescale-job.
 A rescale's targets are compacted (slatelib/ops/rescale/pipeline.py), then checked, on the
 executor slots. Two things keep the job short:
 
-- few Spark jobs: the key ranges of the targets compacted at once run as one job, and the
-  check of every target as one more; a job costs tens of milliseconds of driver CPU;
+- few Spark jobs: the key ranges of the targets compacted at once run as one job (which
+  also checks them, slatelib/ops/rescale/task_check.py), and a separate check of the
+  targets those tasks could not vouch for as one more; a job costs tens of milliseconds of
+  driver CPU;
 - few tasks, but enough: each one costs tens of milliseconds of scheduling, worker round
   trips and reader opens, which is most of what a small target's task does; about
   :data:`WAVES` per slot per step keeps every slot busy and evens out an unlucky split.

@@ -7,8 +7,9 @@ every source by key and sequence number. Views are clipped to their ``visible_ra
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -21,9 +22,19 @@ from slatelib.core.merge import MergeOperator, resolve_versions
 from slatelib.core.ranges import BoundKind, BytesRange
 from slatelib.core.rescale_check import RangeStats
 from slatelib.core.row import MERGE, Row
+from slatelib.errors import InvalidArgumentError
 from slatelib.format import bloom
 from slatelib.format.native_merge import merged_rows, resolved_pairs
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, Block, scan_pairs, scan_stats
+from slatelib.format.native_pipe import (
+    ARROW_BATCH_BYTES,
+    ARROW_BATCH_ROWS,
+    HAVE_NATIVE_PIPE,
+    ArrowBuffers,
+    Block,
+    scan_pairs,
+    scan_stats,
+    visible_buffers,
+)
 from slatelib.ids import Ulid
 from slatelib.store.sst_reader import SstReader
 from slatelib.store.table_store import TableStore
@@ -322,3 +333,52 @@ class ReadView:
                               self.merge_operator)
         return scan_stats([s.iter_blocks(start, end) for s in self.all_sources()],
                           self.merge_operator, use_native=False)
+
+    def scan_buffers(self, start: bytes | None = None, end: bytes | None = None, *,
+                     max_rows: int = ARROW_BATCH_ROWS, max_bytes: int = ARROW_BATCH_BYTES,
+                     ) -> Iterator[ArrowBuffers]:
+        """What :meth:`scan` returns for ``[start, end)``, in key order, as batches of Arrow
+        buffers (``key`` and ``value`` offsets and data only; at most ``max_rows`` rows,
+        ending once keys + values reach ``max_bytes``; no empty batch). With the native
+        pipeline (:func:`slatelib.format.native_pipe.visible_buffers`) the SST blocks are
+        checked, merged, resolved and copied into the buffers with no Python object per
+        row; else the scan's pairs are packed (:func:`pack_pairs`).
+
+        Raises:
+            InvalidArgumentError: ``max_rows`` or ``max_bytes`` below 1.
+            MergeOperatorMissingError / CorruptObjectError: as :meth:`scan`.
+        """
+        if max_rows < 1 or max_bytes < 1:
+            raise InvalidArgumentError(
+                f"scan batches need max_rows and max_bytes of at least 1, not {max_rows} "
+                f"and {max_bytes}")
+        if HAVE_NATIVE_PIPE:
+            return visible_buffers([s.iter_checked(start, end) for s in self.all_sources()],
+                                   self.merge_operator, max_rows=max_rows,
+                                   max_bytes=max_bytes)
+        return pack_pairs(self.scan(start, end), max_rows=max_rows, max_bytes=max_bytes)
+
+
+def pack_pairs(pairs: Iterable[tuple[bytes, bytes]], *, max_rows: int = ARROW_BATCH_ROWS,
+               max_bytes: int = ARROW_BATCH_BYTES) -> Iterator[ArrowBuffers]:
+    """``(key, value)`` pairs as the batches of :meth:`ReadView.scan_buffers` (the
+    pure-Python path: int32 offsets and the concatenated bytes)."""
+    it = iter(pairs)
+    while True:
+        koff, voff = array("i", [0]), array("i", [0])
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        size = 0
+        for k, v in it:
+            keys.append(k)
+            values.append(v)
+            koff.append(koff[-1] + len(k))
+            voff.append(voff[-1] + len(v))
+            size += len(k) + len(v)
+            if len(keys) >= max_rows or size >= max_bytes:
+                break
+        if not keys:
+            return
+        yield ArrowBuffers(len(keys), koff.tobytes(), b"".join(keys), voff.tobytes(),
+                           b"".join(values), None, None, 0, None, None, 0, None)
+

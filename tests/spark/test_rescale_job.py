@@ -1,5 +1,5 @@
 """``jobs/rescale.py`` end to end on the session's ``local[2]`` Spark: a split whose shard
-compactions and checks run on the executors, then a merge back."""
+compactions and their checks run on the executors, then a merge back."""
 
 from __future__ import annotations
 
@@ -73,7 +73,10 @@ def test_split_and_merge_on_spark(spark: Any, tmp_path: Path) -> None:
         assert got == want and t["keys"] == len(want)
         assert t["compaction"]["outcome"] == "committed" and t["compaction"]["outputs"] >= 1
         assert t["compaction"]["inputs"]["ssts"] >= 1
+        assert t["checked_by"] == "compaction tasks"  # the check ran in the executors' tasks
     assert report["validation"]["source_keys"] == len(model)
+    # the executors compared rows, not digests
+    assert {t["compared"] for t in report["validation"]["targets"]} == {"rows"}
     m = ManifestStore(open_store(root), "src").read_latest().value
     assert m.checkpoints == ()  # every shard detached, the job's checkpoint released
     _age(tmp_path)
@@ -82,3 +85,5 @@ def test_split_and_merge_on_spark(spark: Any, tmp_path: Path) -> None:
                         "--to", f"{root}/whole", "--store-root", root)
     assert code == 0, report
     assert _scan(tmp_path, "whole") == model
+    assert report["targets"][0]["checked_by"] == "compaction tasks"
+    assert report["validation"]["target_keys"] == len(model)

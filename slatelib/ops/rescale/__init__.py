@@ -20,6 +20,7 @@ from slatelib.ops.rescale.run import (
     merge_databases,
     split_database,
 )
+from slatelib.ops.rescale.task_check import run_checked_compaction_task
 from slatelib.ops.rescale.validate import Mapper, ScanTask, run_scan_task, thread_mapper
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "RunnerFactory",
     "ScanTask",
     "merge_databases",
+    "run_checked_compaction_task",
     "run_scan_task",
     "split_database",
     "thread_mapper",

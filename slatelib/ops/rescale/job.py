@@ -46,7 +46,19 @@ from slatelib.ops.rescale.source import (
     read_source,
 )
 from slatelib.ops.rescale.targets import compact_target, detach_target, ensure_clone
-from slatelib.ops.rescale.validate import Mapper, TargetCheck, check_targets, thread_mapper
+from slatelib.ops.rescale.task_check import (
+    CHECKED_BY_SCAN,
+    CHECKED_BY_TASKS,
+    FusedCheck,
+    run_checked_compaction_task,
+)
+from slatelib.ops.rescale.validate import (
+    Mapper,
+    TargetCheck,
+    check_targets,
+    source_checkpoints,
+    thread_mapper,
+)
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.txn import update_versioned
 
@@ -84,6 +96,9 @@ class RescaleOptions:
     concurrency: int | None = None
     dry_run: bool = False
     slots: int | None = None
+    check_in_tasks: bool = True
+    """Check each target in its compaction tasks (:mod:`~.task_check`) where they can vouch
+    for it; False: the separate scan of every target (the behaviour before)."""
 
     def recorded(self) -> dict[str, Any]:
         return {"fence_source": self.fence_source, "allow_live_source": self.allow_live_source}
@@ -295,7 +310,7 @@ class RescaleJob:
                 rep.targets[i]["clone"] = ensure_clone(self.store, plan, t, self.clock)
         fan = self.fanout(plan)
         with rep.phase("compact"):
-            self.compact_all(plan, fan)
+            fused = self.compact_all(plan, fan)
         with rep.phase("validate"):
             recloned = any(rep.targets[i]["clone"].get("created")
                            for i in range(len(plan.targets)))
@@ -304,7 +319,7 @@ class RescaleJob:
                 # cloned again by this run is checked again; the clone needed the checkpoint)
                 rep.validation = {**plan.validation, "checked_by": "an earlier run"}
             else:
-                self.validate(plan, fan)
+                self.validate(plan, fan, fused)
                 plan = replace(plan, status="validated", validation=dict(rep.validation))
                 record.update(self.store, plan)
         with rep.phase("detach"):
@@ -336,11 +351,13 @@ class RescaleJob:
                            parallelism=self.options.parallelism,
                            parallelism_setting=cs.parallelism)
 
-    def compact_all(self, plan: RescalePlan, fan: Fanout) -> None:
+    def compact_all(self, plan: RescalePlan, fan: Fanout) -> FusedCheck | None:
         """Step 5, targets isolated: every one is tried, then the first failure raised. The
         key-range tasks of the targets compacted at once run as one batch
         (:mod:`~.pipeline`: one Spark job in the job), unless a ``runner_factory`` gives each
-        target a runner of its own.
+        target a runner of its own. With a batch (and ``options.check_in_tasks``), every
+        task also checks its outputs against its parts (:mod:`~.task_check`); returns that
+        check's state for :meth:`validate` (None: no task checked anything).
 
         Raises:
             SlateError: a compaction failed (its target's entry in the report says how).
@@ -356,8 +373,20 @@ class RescaleJob:
             rep.targets[i]["compaction"] = got
             return got
 
+        fused = None
+        if self.runner_factory is None and self.options.check_in_tasks:
+            try:
+                checkpoints = source_checkpoints(self.store, plan)
+            except InvalidDbStateError as gone:  # the separate check reports it
+                log.warning("rescale: no check in the compaction tasks [error=%s]", gone)
+            else:
+                fused = FusedCheck(self.store, plan, checkpoints,
+                                   self.settings.compaction.merge_operator)
         batch = None if self.runner_factory is not None else (
-            self.batch_runner or ThreadTaskRunner(self.slots()))
+            self.batch_runner or ThreadTaskRunner(self.slots(),
+                                                  task_fn=run_checked_compaction_task))
+        if batch is not None and fused is not None:
+            batch = fused.batch_runner(batch)
         done = compact_targets(len(plan.targets), compact, concurrency=fan.concurrency,
                                run_batch=batch)
         for i, exc in enumerate(done.errors):
@@ -366,10 +395,14 @@ class RescaleJob:
                     "outcome": "failed", "error": {"type": type(exc).__name__,
                                                    "message": str(exc)}}
         done.raise_first()
+        return fused
 
-    def validate(self, plan: RescalePlan, fan: Fanout) -> None:
-        """Step 6: the ranges tile the key space (a split); every target's chunks, each a
-        scan of the target and of its parts over the same keys, in one mapper call.
+    def validate(self, plan: RescalePlan, fan: Fanout, fused: FusedCheck | None = None,
+                 ) -> None:
+        """Step 6: the ranges tile the key space (a split); every target as committed
+        equals its parts at the checkpoints. A target whose compaction tasks checked it
+        (``fused``, :meth:`FusedCheck.verify`) needs no scan; the others' chunks, each a
+        scan of the target and of its parts over the same keys, run in one mapper call.
 
         Raises:
             DataError: a gap or overlap between the ranges, or a target that differs
@@ -378,9 +411,29 @@ class RescaleJob:
             UnavailableError / StorageError: a scan failed.
         """
         self._check_tiling(plan)
-        checks = check_targets(self.store, plan, self.mapper,
-                               self.settings.compaction.merge_operator, chunks=fan.chunks)
-        self._report_checks(plan, checks)
+        rep = self.report
+        checks: dict[int, TargetCheck] = {}
+        for i, t in enumerate(plan.targets):
+            got: TargetCheck | str = "no check in the compaction tasks"
+            if fused is not None:
+                cid = rep.targets[i].get("compaction", {}).get("compaction_id")
+                got = fused.verify(i, t.path, cid)
+            if isinstance(got, TargetCheck):
+                checks[i] = got
+                rep.targets[i]["checked_by"] = CHECKED_BY_TASKS
+            else:
+                rep.targets[i]["checked_by"] = CHECKED_BY_SCAN
+                if fused is not None:
+                    rep.targets[i]["scan_reason"] = got
+                    log.info("rescale target checked by a scan [target=%s, reason=%s]",
+                             t.path, got)
+        scan = [i for i in range(len(plan.targets)) if i not in checks]
+        scanned = check_targets(self.store, plan, self.mapper,
+                                self.settings.compaction.merge_operator, chunks=fan.chunks,
+                                only=scan)
+        checks.update(zip(scan, scanned, strict=True))
+        rep.validation["checked_in_tasks"] = len(plan.targets) - len(scan)
+        self._report_checks(plan, [checks[i] for i in range(len(plan.targets))])
 
     def slots(self) -> int:
         """The executor slots the scans and compactions share (``options.slots``, else the

@@ -21,8 +21,10 @@ Steps (each one resumable: a rerun of the same call after a crash anywhere finis
 5. **Compact** each target into its own SSTs, up to ``concurrency`` at once
    (:func:`~.targets.compact_target`), the key-range tasks of those in one batch
    (:mod:`~.pipeline`; how many of each: :mod:`slatelib.core.rescale_fanout`).
-6. **Validate**: ranges tile the source (a split); every target's keys, bytes and digest
-   equal its parts' at the checkpoints (:mod:`~.validate`).
+6. **Validate**: ranges tile the source (a split); every target equals its parts at the
+   checkpoints: row for row, compared in the compaction tasks and checked against the
+   commits on the driver (:mod:`~.task_check`), else in keys, bytes and digest by a
+   separate scan (:mod:`~.validate`).
 7. **Detach** each target from its sources, releasing their final checkpoints
    (:func:`~.targets.detach_target`); then delete the job's checkpoints and mark the
    record done. The sources can then be destroyed.

@@ -1,5 +1,7 @@
 """Checking a rescale before it reports success: every target holds exactly its sources'
-ranges at the job's checkpoints.
+ranges at the job's checkpoints. This is the separate scan: the job checks a target this
+way when its compaction tasks could not (:mod:`~.task_check`; a rerun after a crash, for
+example), or every target with ``RescaleOptions(check_in_tasks=False)``.
 
 Each target is scanned as it is now, and each of its parts (a source range) at the
 checkpoint it was cloned from, in chunks of about one target SST (at least as many as the
@@ -301,17 +303,37 @@ def scan_tasks(store: ObjectStore, plan: RescalePlan, merge_operator: str | None
             for s in c.scans]
 
 
+COMPARED_DIGESTS = "digests"
+"""``compared`` of a target checked by the scan: keys, bytes and the order-independent
+digests of its chunks (their cuts differ from the target's SSTs and the sources')."""
+COMPARED_ROWS = "rows"
+"""``compared`` of a target checked in its compaction tasks: the rows themselves, keys and
+values byte for byte in key order (:mod:`slatelib.core.rescale_rows`); no digest."""
+
+
 @dataclass(frozen=True)
 class TargetCheck:
+    """One target's check: its parts' figures (``expected``) and its own (``actual``),
+    what was compared (:data:`COMPARED_DIGESTS`: the digests are meaningful;
+    :data:`COMPARED_ROWS`: they are not computed), and what differs (None: nothing), with
+    the first differing row when rows were compared."""
+
     path: str
     expected: RangeStats
     actual: RangeStats
     problem: str | None
+    compared: str = COMPARED_DIGESTS
+    first_difference: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "ok": self.problem is None,
-                "expected": self.expected.to_dict(), "actual": self.actual.to_dict(),
-                **({} if self.problem is None else {"problem": self.problem})}
+        expected, actual = self.expected.to_dict(), self.actual.to_dict()
+        if self.compared != COMPARED_DIGESTS:
+            expected["digest"] = actual["digest"] = None
+        return {"path": self.path, "ok": self.problem is None, "compared": self.compared,
+                "expected": expected, "actual": actual,
+                **({} if self.problem is None else {"problem": self.problem}),
+                **({} if self.first_difference is None
+                   else {"first_difference": self.first_difference})}
 
 
 def check_target(store: ObjectStore, plan: RescalePlan, target: int, mapper: Mapper,
@@ -330,22 +352,26 @@ def check_target(store: ObjectStore, plan: RescalePlan, target: int, mapper: Map
 
 
 def check_targets(store: ObjectStore, plan: RescalePlan, mapper: Mapper,
-                  merge_operator: str | None, *, chunks: int = 1) -> list[TargetCheck]:
-    """Scan every target and its parts (one mapper call for all); the comparison per
-    target.
+                  merge_operator: str | None, *, chunks: int = 1,
+                  only: Sequence[int] | None = None) -> list[TargetCheck]:
+    """Scan every target (``only``: those, by index) and its parts (one mapper call for
+    all); the comparison per target, in the order of ``only``.
 
     Raises:
         InvalidDbStateError: a source checkpoint to compare with is gone.
         UnavailableError / StorageError / DataError: a scan failed (the first failure,
             named).
     """
+    which = list(range(len(plan.targets))) if only is None else list(only)
+    if not which:
+        return []
     checkpoints = source_checkpoints(store, plan)
-    tasks = [c for ti in range(len(plan.targets))
+    tasks = [c for ti in which
              for c in chunk_tasks(store, plan, ti, merge_operator, checkpoints, chunks=chunks)]
     outcomes: list[ScanOutcome] = [o for got in mapper(run_chunk_task, tasks) for o in got]
     _raise_first_failure(outcomes)
-    return [_compare(t.path, [o for o in outcomes if o.task.target == ti])
-            for ti, t in enumerate(plan.targets)]
+    return [_compare(plan.targets[ti].path, [o for o in outcomes if o.task.target == ti])
+            for ti in which]
 
 
 def _raise_first_failure(outcomes: Sequence[ScanOutcome]) -> None:

@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from slatelib.core.manifest import (
+    ExternalDb,
+    Manifest,
+    Segment,
+    SortedRun,
+    SsTableInfo,
+    SstHandle,
+    SstView,
+)
 from slatelib.core.ranges import BytesRange
 from slatelib.core.rescale_check import (
     DIGEST_MOD,
     RangeStats,
     check_tiling,
+    committed_problem,
     compare_stats,
     row_digest,
 )
@@ -158,3 +170,45 @@ def test_native_range_stats_pass_on_the_iterators_error() -> None:
 
     with pytest.raises(KeyError, match="scan failed"):
         native_stats(failing())
+
+
+# ------------------------------------------------------------------ committed outputs
+def _handle(n: int, first: bytes, last: bytes) -> SstHandle:
+    return SstHandle(n, SsTableInfo(first, last, 100 + n, 10, 0, 0))
+
+
+OUTPUTS = [_handle(11, b"a", b"f"), _handle(12, b"g", b"m"), _handle(13, b"n", b"z")]
+
+
+def _committed(outputs: list[SstHandle] = OUTPUTS, **fields: object) -> Manifest:
+    run = SortedRun(0, tuple(SstView(h.id, h.id, None) for h in outputs))
+    values: dict[str, object] = {"ssts": tuple(outputs), "compacted": (run,),
+                                 "external_dbs": (ExternalDb("src", uuid.uuid4(), None, ()),)}
+    values.update(fields)
+    return Manifest(**values)  # type: ignore[arg-type]
+
+
+def test_a_manifest_of_exactly_the_checked_outputs_passes() -> None:
+    assert committed_problem(_committed(), OUTPUTS, ["src"]) is None
+
+
+@pytest.mark.parametrize(("manifest", "problem"), [
+    (_committed(OUTPUTS[:2]), "not checked|missing"),                                 # one left out
+    (_committed([*OUTPUTS, _handle(14, b"zz", b"zzz")]), "not checked|missing"),      # an extra SST
+    (_committed([OUTPUTS[1], OUTPUTS[0], OUTPUTS[2]]), "another order"),               # reordered
+    (_committed(l0=(SstView(99, 11, None),)), "L0"),                                  # an L0 left
+    (_committed(compacted=(SortedRun(0, tuple(SstView(h.id, h.id, None) for h in OUTPUTS)),
+                           SortedRun(1, (SstView(98, 11, None),)))), "sorted runs"),  # two runs
+    (_committed(compacted=(SortedRun(0, (SstView(11, 11, BytesRange.half_open(b"b", None)),
+                                         SstView(12, 12, None), SstView(13, 13, None))),)),
+     "clipped"),                                                                       # a view cut
+    (_committed(ssts=(_handle(11, b"a", b"g"), *OUTPUTS[1:])), "handles"),             # other info
+    (_committed(external_dbs=(ExternalDb("src", uuid.uuid4(), None, (7,)),)), "src"),  # still attached
+    (_committed(segments=(Segment(b"p", None, (), ()),)), "segments"),
+    (_committed(initialized=False), "not initialized"),
+    (_committed(destroyed_at_s=1), "destroyed"),
+])
+def test_a_manifest_that_is_not_exactly_the_checked_outputs_is_named(
+        manifest: Manifest, problem: str) -> None:
+    got = committed_problem(manifest, OUTPUTS, ["src"])
+    assert got is not None and re.search(problem, got), got
