@@ -16,9 +16,11 @@ times (medians of ``--repeat``):
   manifest part (input views, sizes and effective ranges; the index reads it may add are
   SST reads, not manifest work), and the GC plan's pure part (referenced SSTs and rules),
   also on an in-memory manifest of ``--planner-ssts`` SSTs;
-- ``slate summary`` and ``slate ls`` (in process) and the listing of every object of the
-  database that ``ls`` (and GC) starts from, a ``DbReader`` open (managed mode: it
-  creates its checkpoint) and its close, a writer open / one put and a memtable flush /
+- ``slate summary`` and ``slate ls`` (in process), the listing of every object of the
+  database that ``ls`` (and GC) starts from (through ``ObjectStore.list``, and obstore's
+  own ``list`` alone: the floor under it), ``slate ls`` on a store whose listing is made
+  already (``ls`` minus the listing: its manifest, matching and output work), a
+  ``DbReader`` open (managed mode: it creates its checkpoint) and its close, a writer open / one put and a memtable flush /
   close, a checkpoint create, a GC dry run (``collect_garbage``; official: ``run_gc_once``
   with every directory in dry run) and a full clone, and one put-if-absent of the big
   manifest (a clone writes four by protocol: its I/O floor). These are timed cold:
@@ -43,14 +45,20 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import obstore  # noqa: E402
+from obstore.store import LocalStore  # noqa: E402
+
+from slatelib.cli import app as cli_app  # noqa: E402
 from slatelib.cli.app import main as slate_main  # noqa: E402
 from slatelib.config import Settings  # noqa: E402
 from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction  # noqa: E402
@@ -79,7 +87,7 @@ from slatelib.format import manifest_codec, manifest_native  # noqa: E402
 from slatelib.format.compactions_codec import decode_compactions, encode_compactions  # noqa: E402
 from slatelib.format.sst import SstWriterOptions  # noqa: E402
 from slatelib.ids import Ulid  # noqa: E402
-from slatelib.objstore import open_store  # noqa: E402
+from slatelib.objstore import ObjectMeta, ObjectStore, open_store, split_db_url  # noqa: E402
 from slatelib.ops.checkpoint import create_checkpoint  # noqa: E402
 from slatelib.ops.clone import create_clone  # noqa: E402
 from slatelib.ops.compaction.plan_io import (  # noqa: E402
@@ -140,6 +148,24 @@ def build_db(folder: Path, n: int, runs: int, *, touch: bool) -> None:
             if h.id not in own:
                 (folder / paths.compacted(h.id)).touch()
     ms.write(latest.id + 1, big)
+
+
+class PreListed:
+    """``store`` whose listing of ``prefix`` (and only that one) is made once, up front:
+    ``ls`` on it times everything but the listing."""
+
+    def __init__(self, store: ObjectStore, prefix: str) -> None:
+        self._store = store
+        self._prefix = prefix
+        self._listing = list(store.list(prefix))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def list(self, prefix: str, **bounds: Any) -> Iterator[ObjectMeta]:
+        if prefix == self._prefix and not bounds:
+            return iter(self._listing)
+        return self._store.list(prefix, **bounds)
 
 
 def median_of(fn: Callable[[], object], repeat: int) -> float:
@@ -254,9 +280,20 @@ def io_figures(folder: Path, repeat: int) -> dict[str, float]:
     out["slate summary"] = timed_cold(lambda: quiet_cli("summary", "--db", f"{url}/{DB}"),
                                      repeat)
     out["slate ls"] = timed_cold(lambda: quiet_cli("ls", "--db", f"{url}/{DB}"), repeat)
-    # What any listing-based view pays first (ls and GC list every object of the database).
+    # What any listing-based view pays first (ls and GC list every object of the database),
+    # through our ObjectStore.list (ObjectMeta, sorted, checked) and obstore's alone.
     out["list the database's objects (ls floor)"] = timed_cold(lambda: list(store.list(DB)),
                                                                repeat)
+    raw = LocalStore(str(folder))
+    out["obstore.list of the same objects, alone"] = timed_cold(
+        lambda: [m for chunk in obstore.list(raw, DB, chunk_size=1000) for m in chunk], repeat)
+    # ls's own work (manifests, references, matching, 100k output lines) without the
+    # listing: the same command on a store whose listing of the database is made already.
+    db_store_url, db_path = split_db_url(f"{url}/{DB}")  # what the CLI opens for --db
+    pre = PreListed(open_store(db_store_url), db_path)
+    with mock.patch.object(cli_app, "open_store", lambda _url: pre):
+        out["slate ls on a pre-listed store (ls minus the listing)"] = timed_cold(
+            lambda: quiet_cli("ls", "--db", f"{url}/{DB}"), repeat)
 
     opened: list[DbReader] = []
     out["reader open"] = timed_cold(

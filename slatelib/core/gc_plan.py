@@ -17,9 +17,12 @@ against the ``compacted/`` listing (:func:`referenced_ssts`), the clone-detach c
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import attrgetter
+from typing import cast
 
 from slatelib.core.checkpoints import expired_checkpoints, live_checkpoints, remove_checkpoints
 from slatelib.core.compactions import Compactions
@@ -94,41 +97,52 @@ def without_expired_checkpoints(m: Manifest, now_s: float) -> tuple[Manifest, li
 
 
 # ------------------------------------------------------------------------ references
-def _views(m: Manifest) -> Iterator[tuple[SstView, str]]:
-    for v in m.l0:
-        yield v, "L0 view"
+def _view_groups(m: Manifest) -> Iterator[tuple[tuple[SstView, ...], str]]:
+    """The views of ``m`` in the order 0.17 walks them, a group at a time (L0, each sorted
+    run, then each segment's), with where they sit."""
+    yield m.l0, "L0 view"
     for run in m.compacted:
-        for v in run.views:
-            yield v, f"sorted run {run.id}"
+        yield run.views, f"sorted run {run.id}"
     for seg in m.segments or ():
         name = seg.prefix.decode("ascii", "backslashreplace")
-        for v in seg.l0:
-            yield v, f"segment {name!r} L0 view"
+        yield seg.l0, f"segment {name!r} L0 view"
         for run in seg.compacted:
-            for v in run.views:
-                yield v, f"segment {name!r} sorted run {run.id}"
+            yield run.views, f"segment {name!r} sorted run {run.id}"
+
+
+_SST_ID = attrgetter("sst_id")
+
+
+def _first_references(m: Manifest, label: str) -> dict[Ulid, str]:
+    """SST id -> where ``m`` (labelled ``label``) first names it, in the order of first
+    mention. Built a group at a time (every view of a group has the same text), so that a
+    manifest of 100k SSTs costs a few C-level passes, not a Python step per view."""
+    ids: list[Ulid] = []
+    texts: list[str] = []
+    for views, where in _view_groups(m):
+        ids += map(_SST_ID, views)
+        texts += [f"{label} as {where}"] * len(views)
+    first = dict.fromkeys(ids)  # the order of first mention
+    # Updating existing keys keeps their order; walking backwards leaves each key with the
+    # text of its first mention.
+    first.update(zip(reversed(ids), reversed(texts), strict=True))
+    return cast(dict[Ulid, str], first)
 
 
 def referenced_ssts(live: LiveSet) -> dict[Ulid, str]:
     """SST id -> which live manifest references it and where (the first such manifest,
     latest first, plus how many others do)."""
     first: dict[Ulid, str] = {}
-    others: dict[Ulid, int] = {}
+    others: Counter[Ulid] = Counter()
     ordered = [live.latest_id, *sorted(i for i in live.pinned if i != live.latest_id)]
     manifests = live.manifests()
     for mid in ordered:
-        m = manifests[mid]
-        label = live.label(mid)
-        seen: set[Ulid] = set()
-        for view, where in _views(m):
-            sid = view.sst_id
-            if sid in seen:
-                continue
-            seen.add(sid)
-            if sid in first:
-                others[sid] = others.get(sid, 0) + 1
-            else:
-                first[sid] = f"{label} as {where}"
+        mine = _first_references(manifests[mid], live.label(mid))
+        if not first:
+            first = mine
+            continue
+        others.update(mine.keys() & first.keys())
+        first.update({sid: text for sid, text in mine.items() if sid not in first})
     for sid, n in others.items():
         first[sid] += f" (and {n} more live manifest{'s' if n > 1 else ''})"
     return first

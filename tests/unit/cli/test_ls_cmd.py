@@ -109,7 +109,8 @@ def test_ls_rows_equal_the_per_object_classification(
     """Referenced SSTs of the database are recognised by their exact path (a dict lookup,
     names formatted natively or not); every row equals what classifying each listed object
     gives, also for look-alikes: a lower-case ULID, a nested file, an unreferenced SST."""
-    from slatelib.cli.ls_cmd import _reasons, list_objects
+    from slatelib.cli.ls_cmd import list_objects
+    from slatelib.cli.ls_view import reasons as _reasons
     from slatelib.core.gc_plan import build_rules, referenced_ssts
     from slatelib.core.gc_rules import GcOptions
     from slatelib.format import manifest_native
@@ -128,7 +129,7 @@ def test_ls_rows_equal_the_per_object_classification(
     for extra in (lower, name[:-4] + "/nested.sst", ms.paths.compacted(own[0] + 1)):
         (fixture_copy / extra).parent.mkdir(parents=True, exist_ok=True)
         (fixture_copy / extra).write_bytes(b"x")
-    from slatelib.cli.ls_cmd import _live_set
+    from slatelib.cli.ls_view import live_set as _live_set
 
     live, _ = _live_set(ms, latest)
     state = read_compactions_state(store, "ckpt_clone")
@@ -169,3 +170,29 @@ def test_ls_json_lines_are_the_encoders_text_for_every_row_shape() -> None:
             row = dict(reversed(list(row.items())))
         assert json_line(row) == json.JSONEncoder().encode(row)
         assert json.loads(json_line(row)) == row
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_ls_leaves_the_cyclic_collector_as_it_found_it(
+    fixtures_dir: Path, enabled: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    from slatelib.cli import ls_view
+
+    seen: list[bool] = []
+    real = ls_view.build_view
+
+    def spy(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("slatelib.cli.ls_cmd.build_view", spy)
+            _ls(fixtures_dir, "basic", capsys)
+        assert seen == [False] and gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

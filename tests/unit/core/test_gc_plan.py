@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from dataclasses import replace
 
@@ -20,7 +21,8 @@ from slatelib.core.gc_plan import (
 )
 from slatelib.core.gc_rules import Action, GcOptions, decide
 from slatelib.core.gc_text import fmt_age, fmt_time
-from slatelib.core.manifest import ExternalDb, Segment, SstView
+from slatelib.core.manifest import Checkpoint, ExternalDb, Manifest, Segment, SortedRun, SstView
+from slatelib.ids import Ulid
 from slatelib.paths import DbPaths
 from tests.unit.gc_support import HOUR, checkpoint, manifest, ulid_at
 
@@ -47,6 +49,63 @@ def test_references_cover_segments() -> None:
     sid = ulid_at(NOW)
     m = replace(manifest(), segments=(Segment(b"inv:", None, (SstView.identity(sid),), ()),))
     assert referenced_ssts(LiveSet(5, m)) == {sid: "manifest 5 (latest) as segment 'inv:' L0 view"}
+
+
+def _references_one_view_at_a_time(live: LiveSet) -> dict[int, str]:
+    """The reference: every view of every live manifest in 0.17's order, one at a time."""
+    def views(m: Manifest) -> list[tuple[SstView, str]]:
+        out = [(v, "L0 view") for v in m.l0]
+        out += [(v, f"sorted run {r.id}") for r in m.compacted for v in r.views]
+        for seg in m.segments or ():
+            name = seg.prefix.decode("ascii", "backslashreplace")
+            out += [(v, f"segment {name!r} L0 view") for v in seg.l0]
+            out += [(v, f"segment {name!r} sorted run {r.id}") for r in seg.compacted
+                    for v in r.views]
+        return out
+
+    first: dict[int, str] = {}
+    others: dict[int, int] = {}
+    manifests = live.manifests()
+    for mid in [live.latest_id, *sorted(i for i in live.pinned if i != live.latest_id)]:
+        seen: set[int] = set()
+        for view, where in views(manifests[mid]):
+            if view.sst_id in seen:
+                continue
+            seen.add(view.sst_id)
+            if view.sst_id in first:
+                others[view.sst_id] = others.get(view.sst_id, 0) + 1
+            else:
+                first[view.sst_id] = f"{live.label(mid)} as {where}"
+    for sid, n in others.items():
+        first[sid] += f" (and {n} more live manifest{'s' if n > 1 else ''})"
+    return first
+
+
+def test_references_equal_walking_every_view_on_random_live_sets() -> None:
+    """Same texts and the same key order as one step per view, with SSTs repeated inside a
+    manifest (L0 and a run, two runs, segments) and across the latest and its checkpoints."""
+    r = random.Random(11)
+    for _ in range(300):
+        pool = [ulid_at(NOW - HOUR, i) for i in range(r.randint(1, 12))]
+
+        def some(pool: list[Ulid] = pool) -> list[int]:
+            return [r.choice(pool) for _ in range(r.randint(0, 5))]
+
+        def one(cps: list[Checkpoint]) -> Manifest:
+            m = manifest(l0=some(), runs={i: some() for i in range(r.randint(0, 3))},
+                         checkpoints=cps)
+            segs = tuple(Segment(r.choice([b"a:", b"\xff"]), None,
+                                 tuple(SstView.identity(Ulid(s)) for s in some()),
+                                 (SortedRun(1, tuple(SstView.identity(Ulid(s)) for s in some())),))
+                         for _ in range(r.randint(0, 2)))
+            return replace(m, segments=segs or None)
+
+        pinned_ids = r.sample(range(1, 9), r.randint(0, 3))
+        cps = [checkpoint(i) for i in pinned_ids]
+        live = LiveSet(9, one(cps), {i: one([]) for i in pinned_ids})
+        got = referenced_ssts(live)
+        want = _references_one_view_at_a_time(live)
+        assert list(got.items()) == list(want.items())
 
 
 def test_own_references_leave_out_external_ssts() -> None:
