@@ -9,14 +9,22 @@ yields Arrow record batches. Key conditions (``=``, ``<``, ``<=``, ``>``, ``>=``
 ``key``) are pushed down (:meth:`SlateDbReader.pushFilters`): they narrow the key range, so
 only overlapping blocks are read, and Spark does not evaluate them again. Options:
 :mod:`slatelib.spark.options`.
+
+:func:`planned_frame` is a second route to the same DataFrame for callers that already pinned
+a checkpoint (the export): the same :class:`SlateDbReader` plans in the calling (driver)
+process, and ``mapInArrow`` over one row per planned partition runs the same ``read``, so no
+Python planner worker is needed (design: docs/rfcs/0011-spark-datasource-and-export.md,
+"Export throughput").
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
@@ -35,7 +43,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from slatelib.core.key_bounds import conditions_range
-from slatelib.errors import InvalidDbStateError, ObjectMissingError, SlateError
+from slatelib.errors import (
+    InvalidArgumentError,
+    InvalidDbStateError,
+    ObjectMissingError,
+    SlateError,
+)
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.export.arrow_rows import arrow_schema, scan_task_batches, to_batch
@@ -48,6 +61,9 @@ from slatelib.ops.export.pin import (
 )
 from slatelib.ops.export.scan import ScanTask, plan_scan
 from slatelib.spark.options import ReadOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 FORMAT_NAME = "slatedb"
 log = logging.getLogger(__name__)
@@ -182,5 +198,55 @@ class SlateDbDataSource(DataSource):
         return SlateDbReader(ReadOptions.parse(self.options))
 
 
-__all__ = ["FORMAT_NAME", "ScanPartition", "SlateDbDataSource", "SlateDbReader",
-           "key_condition"]
+class PlannedRead:
+    """The ``mapInArrow`` function of :func:`planned_frame`: its input rows are indexes into
+    the pickled planned partitions, and it yields each one's batches from
+    :meth:`SlateDbReader.read` (a module-level class, so executors import it rather than
+    unpickle a closure)."""
+
+    def __init__(self, reader: SlateDbReader, partitions: Sequence[InputPartition]) -> None:
+        self.reader = reader
+        # each task unpickles only its own partition (the list itself travels in the
+        # function, which PySpark broadcasts when it is large)
+        self.partitions = [pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)
+                           for p in partitions]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                if not 0 <= index < len(self.partitions):
+                    raise InvalidArgumentError(
+                        f"planned read: partition index {index} outside "
+                        f"[0, {len(self.partitions)})")
+                yield from self.reader.read(pickle.loads(self.partitions[index]))
+
+
+def planned_frame(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """The DataFrame ``spark.read.format("slatedb").options(**options).load()`` returns (the
+    same schema, partitions and rows), planned now in this process: one Spark partition per
+    planned key range, each read by :meth:`SlateDbReader.read` in ``mapInArrow``. It skips
+    the data source's Python planner workers (separate processes for the schema and for the
+    partitions, importing slatelib and pyarrow on first use) and its row-based JVM reader.
+
+    The plan is fixed at this call, so ``options`` must name a ``checkpoint`` (live for as
+    long as the DataFrame is used); a temporary checkpoint, deleted once every partition
+    has been read, would not survive a second action.
+
+    Raises:
+        InvalidArgumentError: bad options, or no ``checkpoint``.
+        InvalidDbStateError: an unknown or expired checkpoint (``since_checkpoint`` too).
+        NotADatabaseRootError: no database at ``db``.
+    """
+    parsed = ReadOptions.parse(options)
+    if parsed.checkpoint is None:
+        raise InvalidArgumentError("a planned slatedb read needs option checkpoint (the plan "
+                                   "is made once; use spark.read.format('slatedb') otherwise)")
+    reader = SlateDbReader(parsed)
+    partitions = list(reader.partitions())
+    schema: StructType = from_arrow_schema(reader.schema)
+    n = len(partitions)
+    return spark.range(0, n, 1, n).mapInArrow(PlannedRead(reader, partitions), schema)
+
+
+__all__ = ["FORMAT_NAME", "PlannedRead", "ScanPartition", "SlateDbDataSource", "SlateDbReader",
+           "key_condition", "planned_frame"]

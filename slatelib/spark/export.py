@@ -1,7 +1,11 @@
 """Export a checkpoint of a database to Parquet or Delta on Spark (thin over
 :mod:`slatelib.ops.export`; design: docs/rfcs/0011-spark-datasource-and-export.md).
 
-- Parquet: the ``slatedb`` DataFrame written by Spark's Parquet writer; or, with
+- What Spark's writers (Parquet, Delta) and the incremental merge get is the ``slatedb``
+  source's DataFrame, planned on the driver on the export's checkpoint
+  (:func:`slatelib.spark.datasource.planned_frame`: no Python planner workers, and
+  ``mapInArrow``'s cheaper Arrow ingest).
+- Parquet: that DataFrame written by Spark's Parquet writer (the default); or, with
   ``parquet_writer="arrow"``, the data source's partitions written by pyarrow in Spark tasks
   and committed by the driver once all succeeded (:mod:`slatelib.ops.export.arrow_parquet`;
   it skips Spark's row-based ingest and writer).
@@ -48,7 +52,7 @@ from slatelib.ops.export.pin import (
     pin_checkpoint,
 )
 from slatelib.spark import register
-from slatelib.spark.datasource import FORMAT_NAME
+from slatelib.spark.datasource import planned_frame
 from slatelib.spark.options import split_db
 
 if TYPE_CHECKING:
@@ -150,8 +154,11 @@ class _Run:
         return options
 
     def frame(self, new: PinnedCheckpoint, since: PinnedCheckpoint | None) -> DataFrame:
-        return (self.spark.read.format(FORMAT_NAME)
-                .options(**self.read_options(new, since)).load())
+        """The ``slatedb`` DataFrame of ``new`` (the changes since ``since``), planned in
+        this driver process (:func:`slatelib.spark.datasource.planned_frame`: the same
+        partitions and rows as ``spark.read.format("slatedb")``, without its planner
+        workers)."""
+        return planned_frame(self.spark, self.read_options(new, since))
 
     def pin_new(self) -> PinnedCheckpoint:
         a = self.args

@@ -1,6 +1,8 @@
 """``spark.read.format("slatedb")`` on the shared local[2] session: every official-written
 fixture equals ``DbReader`` on the same checkpoint (chispa), key filters are pushed down,
-the temporary checkpoint is deleted after the read, and bad input fails clearly."""
+the temporary checkpoint is deleted after the read, bad input fails clearly, and the
+export's route (``planned_frame``: planned on the driver, read in ``mapInArrow``) gives the
+same partitions, schema and rows as the data source, for reads and for change reads."""
 
 from __future__ import annotations
 
@@ -11,13 +13,17 @@ from typing import Any
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 import slatelib.spark
-from slatelib import DbReader, create_checkpoint, list_checkpoints
+from slatelib import Db, DbReader, create_checkpoint, list_checkpoints
+from slatelib.errors import InvalidArgumentError, InvalidDbStateError
 from slatelib.ops.export.pin import READ_CHECKPOINT_NAME
+from slatelib.spark.datasource import planned_frame
 from slatelib.testing.clock import FakeClock
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR, load_expected
+from tests.unit.writer.support import writer_settings
 
 pytestmark = pytest.mark.spark
 
@@ -127,3 +133,68 @@ def test_missing_database_is_refused(spark: Any, tmp_path: Path) -> None:
 def test_bad_option_is_refused_naming_it(spark: Any, fixtures: Path) -> None:
     with pytest.raises(Exception, match="unknown slatedb option"):
         reader(spark, fixtures, "basic", colour="blue").load()
+
+
+def _with_partition(df: Any) -> Any:
+    return df.withColumn("partition", F.spark_partition_id())
+
+
+def _same_as_the_data_source(spark: Any, options: dict[str, str]) -> Any:
+    """``planned_frame`` and ``spark.read.format("slatedb")`` on the same options: the same
+    schema, and the same rows in the same Spark partitions, in the same order."""
+    slatelib.spark.register(spark)
+    via_source = spark.read.format("slatedb").options(**options).load()
+    planned = planned_frame(spark, options)
+    assert planned.schema == via_source.schema
+    assert_df_equality(_with_partition(planned), _with_partition(via_source))
+    return planned
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_planned_frame_equals_the_data_source(spark: Any, fixtures: Path, name: str) -> None:
+    store = f"file://{fixtures}"
+    cp = create_checkpoint(name, store, lifetime=3600)
+    options = {"db": f"{store}/{name}", "store_root": store, "checkpoint": str(cp.id),
+               "partitions": "3", "min_partition_bytes": "1", "columns": "all"}
+    if (op := merge_operator(name)) is not None:
+        options["merge_operator"] = op
+    df = _same_as_the_data_source(spark, options)
+    live = {k.encode(): v.encode() for k, v in load_expected(name)["live"].items()}
+    assert {bytes(x.key): bytes(x.value) for x in df.collect()} == live
+
+
+def test_planned_frame_of_changes_and_of_an_empty_range(spark: Any, tmp_path: Path) -> None:
+    store = f"file://{tmp_path}"
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(400):
+            w.put(b"k%04d" % i, b"v%d" % i)
+        w.flush()
+    old = create_checkpoint("db", store, lifetime=3600)
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(0, 400, 3):
+            w.put(b"k%04d" % i, b"w%d" % i)
+        for i in range(1, 400, 7):
+            w.delete(b"k%04d" % i)
+        w.put(b"new", b"x")
+    new = create_checkpoint("db", store, lifetime=3600)
+    options = {"db": f"{store}/db", "checkpoint": str(new.id), "since_checkpoint": str(old.id),
+               "partitions": "2", "min_partition_bytes": "1", "decode": "utf8"}
+    changes = {(r._change, r.key) for r in _same_as_the_data_source(spark, options).collect()}
+    assert ("upsert", "new") in changes and ("delete", "k0001") in changes
+    assert ("upsert", "k0003") in changes and ("delete", "k0015") in changes
+    # 134 overwrites, 19 of them deleted again, 57 deletes and one new key
+    assert len(changes) == (134 - 19) + 57 + 1
+    empty = _same_as_the_data_source(spark, {"db": f"{store}/db", "checkpoint": str(new.id),
+                                             "start": "zz", "end": "zzz"})
+    assert empty.count() == 0
+
+
+def test_planned_frame_refuses_without_a_live_checkpoint(spark: Any, fixtures: Path) -> None:
+    store = f"file://{fixtures}"
+    before = {c.id for c in list_checkpoints("basic", store)}
+    with pytest.raises(InvalidArgumentError, match="needs option checkpoint"):
+        planned_frame(spark, {"db": f"{store}/basic"})
+    unknown = uuid.uuid4()
+    with pytest.raises(InvalidDbStateError, match=f"checkpoint {unknown} not found"):
+        planned_frame(spark, {"db": f"{store}/basic", "checkpoint": str(unknown)})
+    assert {c.id for c in list_checkpoints("basic", store)} == before
