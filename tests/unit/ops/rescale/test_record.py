@@ -9,12 +9,6 @@ from slatelib.errors import CommitStateUnknownError, ConflictError, InvalidDbSta
 from slatelib.objstore import ObjectStore
 from slatelib.ops.rescale import record
 from slatelib.testing.faulty import FlakyObjectStore
-from tests.unit.writer.support import memory_store
-
-
-@pytest.fixture
-def store() -> ObjectStore:
-    return memory_store()
 
 
 def test_one_job_per_source(store: ObjectStore) -> None:

@@ -28,21 +28,11 @@ from slatelib.ops.rescale.record import active_path
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
 from slatelib.testing.faulty import FlakyObjectStore, SimulatedCrash
-from tests.unit.ops.rescale.support import in_range, make_source, read, real_clock
+from tests.unit.ops.rescale.support import in_range, make_source, read
 from tests.unit.store_snapshot import snapshot
-from tests.unit.writer.support import memory_store, writer_settings
+from tests.unit.writer.support import writer_settings
 
 SHARDS = ["s-0", "s-1", "s-2"]
-
-
-@pytest.fixture
-def store() -> ObjectStore:
-    return memory_store()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return real_clock()
 
 
 def _check_shards(store: ObjectStore, model: dict[bytes, bytes], keys: list[bytes],

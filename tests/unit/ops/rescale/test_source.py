@@ -26,19 +26,9 @@ from slatelib.ops.rescale.source import (
 )
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
-from tests.unit.ops.rescale.support import make_source, read, real_clock
+from tests.unit.ops.rescale.support import make_source, read
 from tests.unit.store_snapshot import snapshot
-from tests.unit.writer.support import memory_store, writer_settings
-
-
-@pytest.fixture
-def store() -> ObjectStore:
-    return memory_store()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return real_clock()
+from tests.unit.writer.support import writer_settings
 
 
 def test_read_source_sees_the_wal_tail_and_no_live_writer(store: ObjectStore,

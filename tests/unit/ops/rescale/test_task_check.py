@@ -39,16 +39,6 @@ from tests.unit.writer.support import memory_store, writer_settings
 SHARDS = ["s-0", "s-1", "s-2"]
 
 
-@pytest.fixture
-def store() -> ObjectStore:
-    return memory_store()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return real_clock()
-
-
 def _not_validated(store: ObjectStore) -> None:
     """Nothing released: the job record says running, the sources keep their checkpoints."""
     plan = RescalePlan.from_json(store.get(active_path("src")))
