@@ -12,8 +12,10 @@
 - Delta, when delta-spark's classes are on the classpath: Spark's Delta writer (and its
   merge for incremental exports). Otherwise (no Maven here, so no delta-spark jars): Spark
   writes Parquet files into a new folder inside the table, and delta-rs commits exactly
-  those files in one transaction; an incremental export collects the changes to the driver
-  as Arrow and applies them with one delta-rs merge.
+  those files in one transaction; an incremental export has Spark write the changes as
+  Parquet into a hidden staging folder of the table (not collected through Spark), reads
+  them back batch by batch for one delta-rs merge, then deletes the folder. delta-rs'
+  merge still holds every change row in the driver's memory (see :func:`_merge_staged`).
 - Incremental (``mode="incremental"``, Delta only): the key-level difference between the
   checkpoint of the table's last export and a new checkpoint. Exact as long as that
   checkpoint is still live; refused when it is gone or expired, when the last export was an
@@ -35,16 +37,24 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.checkpoint import delete_checkpoint
 from slatelib.ops.export import arrow_parquet
 from slatelib.ops.export import delta as deltars
-from slatelib.ops.export.arrow_rows import DEFAULT_COLUMNS, arrow_schema
-from slatelib.ops.export.files import DELTA, DataFile, delete_dir, parquet_files, target_state
+from slatelib.ops.export.arrow_rows import CHANGE_COLUMN, DEFAULT_COLUMNS, arrow_schema
+from slatelib.ops.export.files import (
+    DELTA,
+    DataFile,
+    count_values,
+    delete_dir,
+    new_changes_dir,
+    parquet_files,
+    read_staged,
+    staged_files,
+    target_state,
+)
 from slatelib.ops.export.pin import (
     EXPORT_CHECKPOINT_NAME,
     PinnedCheckpoint,
@@ -315,17 +325,7 @@ def _write(run: _Run, writer: str, new: PinnedCheckpoint, since: PinnedCheckpoin
     if writer == "delta-spark":
         return _write_delta_spark(run, df, mark, since is not None, t)
     if since is not None:
-        changes = df.toArrow()
-        run.seconds["write"] = round(time.monotonic() - t, 3)
-        t = time.monotonic()
-        table = pa.Table.from_batches(changes.to_batches(), schema=changes.schema)
-        version, metrics = deltars.merge_changes(args.to, _cast(table, run), args.columns,
-                                                 mark=mark, schema=run.schema)
-        run.seconds["commit"] = round(time.monotonic() - t, 3)
-        kinds = table.column("_change").to_pylist() if table.num_rows else []
-        return {"rows": table.num_rows, "bytes": int(table.nbytes), "files": 0,
-                "changes": {"upserts": kinds.count("upsert"), "deletes": kinds.count("delete")},
-                "delta_version": version, "merge": _plain(metrics)}
+        return _merge_staged(run, df, mark, t)
     staging = f"slatelib-export-{uuid.uuid4().hex[:16]}"
     try:
         df.write.mode("errorifexists").parquet(f"{args.to.rstrip('/')}/{staging}")
@@ -379,10 +379,39 @@ def _arrow_tasks(reader: SlateDbReader, uri: str, job: str,
         yield index, arrow_parquet.write_part(uri, job, index, reader.schema, reader.read(part))
 
 
-def _cast(table: pa.Table, run: _Run) -> pa.Table:
-    """The change table with the export's exact types (Spark may widen them)."""
-    schema = arrow_schema(run.args.columns, run.args.decode, change=True)
-    return table.select(schema.names).cast(schema)
+def _merge_staged(run: _Run, df: DataFrame, mark: deltars.ExportMark,
+                  t: float) -> dict[str, Any]:
+    """delta-rs incremental: Spark writes the change rows as Parquet into a hidden staging
+    folder of the table (``_slatelib-changes-<id>/``), and the driver reads them back
+    batch by batch with the export's exact types (Spark may widen them) for one delta-rs
+    merge; counts and bytes come from the footers and the ``_change`` column alone. The
+    changes never pass through Spark's collect, but delta-rs 1.6.6's merge keeps all of
+    them in this process's memory (docs/rfcs/0011-spark-datasource-and-export.md,
+    "Incremental merge memory"). The folder is deleted whatever happens; only a killed
+    process leaves it (hidden: no reader, export or ``VACUUM`` looks at it, and every run
+    uses a fresh name)."""
+    args = run.args
+    staging = new_changes_dir()
+    try:
+        df.write.mode("errorifexists").parquet(f"{args.to.rstrip('/')}/{staging}")
+        staged = staged_files(args.to, staging)
+        run.seconds["write"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        kinds = count_values(args.to, staged, CHANGE_COLUMN)
+        rows = sum(f.rows for f in staged)
+        if rows != sum(kinds.values()) or set(kinds) - {"upsert", "delete"}:
+            raise SlateError(f"export to {args.to}: the staged changes in {staging} hold "
+                             f"{rows} rows, their {CHANGE_COLUMN} column {kinds}")
+        change_schema = arrow_schema(args.columns, args.decode, change=True)
+        version, metrics = deltars.merge_changes(
+            args.to, read_staged(args.to, staged, change_schema), args.columns, mark=mark,
+            schema=run.schema)
+    finally:
+        delete_dir(args.to, staging)
+    run.seconds["commit"] = round(time.monotonic() - t, 3)
+    return {"rows": rows, "bytes": sum(f.size for f in staged), "files": 0,
+            "changes": {"upserts": kinds.get("upsert", 0), "deletes": kinds.get("delete", 0)},
+            "delta_version": version, "merge": _plain(metrics)}
 
 
 def _plain(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
@@ -22,8 +23,10 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from jobs.export import build_parser, run
 from slatelib import Db, DbReader, create_checkpoint, delete_checkpoint, list_checkpoints
 from slatelib.config import Settings
+from slatelib.errors import StorageError
 from slatelib.ops.compaction import run_compaction
 from slatelib.ops.export.arrow_rows import arrow_schema
+from slatelib.ops.export.files import CHANGES_PREFIX
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
 from slatelib.testing.clock import FakeClock
 from tests.conftest import GOLDEN_DIR, load_expected
@@ -201,3 +204,107 @@ def test_incremental_refuses_when_the_last_exports_checkpoint_is_gone(
     e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
     assert "was an append" in e["error"]["message"]
     assert json.loads(json.dumps(report))["databases"][0]["mode"] == "append"
+
+
+def _staging_dirs(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith(CHANGES_PREFIX))
+
+
+def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_ignored(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """delta-rs incremental: the changes Spark stages in ``_slatelib-changes-<id>/`` are
+    deleted whether the merge fails, is interrupted or succeeds, a failed merge commits
+    nothing, and a stale staging folder (a killed run's) changes nothing."""
+    import slatelib.spark.export as spark_export
+
+    store, db, root = f"file://{tmp_path}", f"file://{tmp_path}/db", tmp_path / "delta"
+    to = str(root)
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(300):
+            w.put(b"k%04d" % i, b"v%d" % i)
+    report, code = export(spark, db, to, "--format", "delta")
+    assert code == 0, report
+    first = report["databases"][0]["checkpoint"]["id"]
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(0, 300, 2):
+            w.put(b"k%04d" % i, b"w%d" % i)
+        for i in range(1, 300, 9):
+            w.delete(b"k%04d" % i)
+    before = delta_content(to)
+
+    def unchanged() -> None:
+        assert DeltaTable(to).version() == 0 and delta_content(to) == before
+        assert _staging_dirs(root) == []
+        ours = [str(c.id) for c in list_checkpoints("db", store)
+                if c.name == EXPORT_CHECKPOINT_NAME]
+        assert ours == [first]  # the failed run's checkpoint was deleted, the last kept
+
+    # the staged changes fail after one batch: read into the merge's table (the default),
+    # and inside delta-rs' merge streaming them (streamed_exec=True)
+    real = spark_export.read_staged
+    real_merge = spark_export.deltars.merge_changes
+
+    def failing(uri: str, files: Any, schema: Any, **_: Any) -> Any:
+        batches = iter(real(uri, files, schema, batch_rows=16))
+
+        def gen() -> Any:
+            yield next(batches)
+            raise OSError("injected failure in the merge")
+
+        return pa.RecordBatchReader.from_batches(schema, gen())
+
+    monkeypatch.setattr(spark_export, "read_staged", failing)
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert "injected failure in the merge" in e["error"]["message"]
+    unchanged()
+    monkeypatch.setattr(spark_export.deltars, "merge_changes",
+                        lambda *a, **k: real_merge(*a, **k, streamed_exec=True))
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert "injected failure in the merge" in e["error"]["message"]
+    unchanged()
+    monkeypatch.undo()
+    # interrupted during the merge (Ctrl-C)
+    def interrupted(*_: Any, **__: Any) -> Any:
+        assert len(_staging_dirs(root)) == 1  # staged while the merge runs
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spark_export.deltars, "merge_changes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export(spark, db, to, "--format", "delta", "--mode", "incremental")
+    unchanged()
+    monkeypatch.undo()
+    # reading back what Spark staged fails
+    def unreadable(*_: Any, **__: Any) -> Any:
+        raise StorageError("injected failure listing the staged files")
+
+    monkeypatch.setattr(spark_export, "staged_files", unreadable)
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert "injected failure listing" in e["error"]["message"]
+    unchanged()
+    monkeypatch.undo()
+    # a killed run's staging folder: valid change files (deleting every key) that must not
+    # be applied, and a corrupt one
+    stale = root / f"{CHANGES_PREFIX}0123456789abcdef"
+    stale.mkdir()
+    pq.write_table(pa.table({"_change": ["delete"] * 300,
+                             "key": [b"k%04d" % i for i in range(300)],
+                             "value": [b""] * 300}), stale / "part-00000.snappy.parquet")
+    (stale / "part-00001.snappy.parquet").write_bytes(b"not parquet")
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert code == 0, report
+    inc = report["databases"][0]
+    assert inc["delta_version"] == 1 and inc["since"] == first
+    expected = scan(store, "db")
+    changed = {k for k in set(before) | set(expected) if before.get(k) != expected.get(k)}
+    assert inc["rows"] == len(changed) == inc["changes"]["upserts"] + inc["changes"]["deletes"]
+    assert inc["changes"]["deletes"] == len(set(before) - set(expected)) == 34
+    assert inc["bytes"] > 0 and inc["merge"]["num_source_rows"] == len(changed)
+    assert delta_content(to) == expected
+    assert _staging_dirs(root) == [stale.name]  # left alone (a concurrent run's, perhaps)
+    # nothing to change: an empty commit with the new mark, and no staging left either
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert code == 0, report
+    again = report["databases"][0]
+    assert again["rows"] == 0 and again["changes"] == {"upserts": 0, "deletes": 0}
+    assert again["delta_version"] == 2 and again["since"] == inc["checkpoint"]["id"]
+    assert delta_content(to) == expected and _staging_dirs(root) == [stale.name]

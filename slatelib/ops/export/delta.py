@@ -11,6 +11,7 @@ Commits are single Delta transactions: files not yet committed are invisible to 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -134,26 +135,51 @@ def commit_files(uri: str, files: Sequence[DataFile], schema: pa.Schema, *, mode
     return int(DeltaTable(uri).version())
 
 
-def merge_changes(uri: str, changes: pa.Table, columns: Sequence[str], *, mark: ExportMark,
-                  schema: pa.Schema) -> tuple[int, dict[str, Any]]:
-    """Apply a change table (``_change`` + the export's columns) with one merge on ``key``:
-    ``delete`` rows delete, ``upsert`` rows update or insert. A commit is made even with no
-    change, so the table records the new checkpoint. Returns the version and the merge's
-    metrics.
+def _first_rows(changes: pa.RecordBatchReader) -> pa.RecordBatchReader | None:
+    """``changes`` again, from its first non-empty batch on; None when it has no row.
+    Reads batches only up to the first row."""
+    for batch in changes:
+        if batch.num_rows:
+            return pa.RecordBatchReader.from_batches(changes.schema,
+                                                     itertools.chain([batch], changes))
+    return None
+
+
+def merge_changes(uri: str, changes: pa.Table | pa.RecordBatchReader, columns: Sequence[str],
+                  *, mark: ExportMark, schema: pa.Schema,
+                  streamed_exec: bool = False) -> tuple[int, dict[str, Any]]:
+    """Apply change rows (``_change`` + the export's columns: a table, or a stream read
+    batch by batch) with one merge on ``key``: ``delete`` rows delete, ``upsert`` rows
+    update or insert. A commit is made even with no change, so the table records the new
+    checkpoint. Returns the version and the merge's metrics.
+
+    Memory: delta-rs 1.6.6 keeps every change row in memory for its hash join (it cannot
+    spill: a ``max_spill_size`` turns a large merge into a failure), whatever the source.
+    Measured (docs/rfcs/0011-spark-datasource-and-export.md, "Incremental merge memory"):
+    ``streamed_exec=True`` (the stream passed on as is) costs about 0.6 GB per million
+    125-byte change rows; ``False`` (the default here) about 0.2 GB. With ``False`` a
+    stream is read into one Arrow table first, because delta-rs panics (a
+    ``PanicException``, not an error) when a stream it collects itself fails.
 
     Raises:
         DeltaError (deltalake): the merge failed (nothing was committed).
+        Exception: what reading ``changes`` raised (nothing was committed).
     """
     dt = DeltaTable(uri)
-    if changes.num_rows == 0:
+    reader = changes if isinstance(changes, pa.RecordBatchReader) else changes.to_reader()
+    source = _first_rows(reader)
+    if source is None:
         dt.create_write_transaction([], mode="append", schema=DeltaSchema.from_arrow(schema),
                                     commit_properties=_props(mark))
         return int(DeltaTable(uri).version()), {"num_source_rows": 0}
+    merge_source: pa.Table | pa.RecordBatchReader = (
+        source if streamed_exec else source.read_all())
     others = [c for c in columns if c != "key"]
     every = {c: f"s.{c}" for c in columns}
     metrics: dict[str, Any] = (
-        dt.merge(source=changes, predicate="t.key = s.key", source_alias="s",
-                 target_alias="t", commit_properties=_props(mark))
+        dt.merge(source=merge_source, predicate="t.key = s.key", source_alias="s",
+                 target_alias="t", streamed_exec=streamed_exec,
+                 commit_properties=_props(mark))
         .when_matched_delete(predicate=f"s.{CHANGE_COLUMN} = 'delete'")
         .when_matched_update(updates={c: f"s.{c}" for c in others} or {"key": "s.key"},
                              predicate=f"s.{CHANGE_COLUMN} = 'upsert'")

@@ -4,12 +4,21 @@ Targets are URLs that pyarrow's file systems open (``file:///...``, ``s3://bucke
 local path). Listing skips hidden and bookkeeping entries (names starting with ``_`` or
 ``.``: ``_delta_log/``, ``_SUCCESS``, Spark's ``_temporary/``), so the Parquet files found
 are the data files; their row counts come from the Parquet footers.
+
+An incremental export stages its change rows as Parquet in a hidden folder of the target
+(:func:`new_changes_dir`: ``_slatelib-changes-<16 hex>``), invisible to the listing above,
+to Delta readers and to ``VACUUM``; :func:`staged_files`, :func:`read_staged` and
+:func:`count_values` read it back batch by batch, never as one table.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -20,6 +29,10 @@ EMPTY = "empty"
 DELTA = "delta"
 OTHER = "other"
 DELTA_LOG = "_delta_log"
+CHANGES_PREFIX = "_slatelib-changes-"
+"""Name prefix of an incremental export's staging folder inside the target."""
+STAGED_BATCH_ROWS = 65_536
+"""Rows per batch when staged change files are read back."""
 
 
 @dataclass(frozen=True)
@@ -111,3 +124,95 @@ def delete_dir(uri: str, under: str) -> None:
         fs.delete_dir(f"{root}/{under.strip('/')}")
     except OSError:
         pass
+
+
+def new_changes_dir() -> str:
+    """A fresh staging folder name for one incremental export's change rows
+    (:data:`CHANGES_PREFIX` + 16 random hex digits: hidden, and never an earlier run's)."""
+    return f"{CHANGES_PREFIX}{uuid.uuid4().hex[:16]}"
+
+
+def staged_files(uri: str, under: str) -> list[DataFile]:
+    """Every ``*.parquet`` file below ``under`` (a staging folder, hidden or not) inside
+    the target, sorted by path, with row counts from the footers.
+
+    Raises:
+        InvalidArgumentError: a URL pyarrow cannot open, or an empty ``under``.
+        StorageError: listing or a footer fails.
+    """
+    if not under.strip("/"):
+        raise InvalidArgumentError(f"export target {uri!r}: no staging folder given")
+    fs, root = open_target(uri)
+    base = f"{root}/{under.strip('/')}"
+    try:
+        if fs.get_file_info(base).type != pafs.FileType.Directory:
+            return []
+        out: list[DataFile] = []
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
+            if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+                continue
+            rel = info.path[len(root):].lstrip("/")
+            if _hidden(rel[len(under.strip("/")):]):  # Spark's _temporary/, .crc files
+                continue
+            with fs.open_input_file(info.path) as f:
+                rows = pq.ParquetFile(f).metadata.num_rows
+            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+            out.append(DataFile(rel, int(info.size or 0), int(rows), int(mtime)))
+    except OSError as exc:
+        raise StorageError(f"export target {uri!r}: {exc}") from exc
+    return sorted(out, key=lambda f: f.path)
+
+
+def _iter_batches(uri: str, files: list[DataFile], columns: list[str],
+                  batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """``columns`` of ``files``, one file after the other, ``batch_rows`` rows at a time,
+    decoding page by page (no pre-buffering of a whole row group: Spark writes row groups
+    of up to 128 MiB)."""
+    fs, root = open_target(uri)
+    for f in files:
+        with fs.open_input_file(f"{root}/{f.path}") as handle:
+            parquet = pq.ParquetFile(handle, pre_buffer=False, buffer_size=1 << 20)
+            yield from parquet.iter_batches(batch_size=batch_rows, columns=columns,
+                                            use_threads=False)
+
+
+def read_staged(uri: str, files: list[DataFile], schema: pa.Schema, *,
+                batch_rows: int = STAGED_BATCH_ROWS) -> pa.RecordBatchReader:
+    """A stream over the staged ``files`` (from :func:`staged_files`) with exactly
+    ``schema``'s columns and types, cast batch by batch (Spark may widen types or drop
+    non-null flags): about one batch of ``batch_rows`` rows (plus the Parquet pages being
+    decoded) in memory at a time, whatever the total.
+
+    Raises (while reading):
+        StorageError: a file cannot be read, or lacks one of ``schema``'s columns, or a
+            value does not fit ``schema`` (a null in a non-null column).
+    """
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in _iter_batches(uri, files, list(schema.names), batch_rows):
+                yield batch.select(schema.names).cast(schema)
+        except (OSError, pa.ArrowException, KeyError, ValueError) as exc:
+            raise StorageError(f"export target {uri!r}: staged change files: {exc}") from exc
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def count_values(uri: str, files: list[DataFile], column: str) -> dict[str, int]:
+    """How often each value of the string ``column`` occurs in the staged ``files``,
+    reading that one column batch by batch.
+
+    Raises:
+        StorageError: a file cannot be read or lacks ``column``.
+    """
+    counts: dict[str, int] = {}
+    try:
+        for batch in _iter_batches(uri, files, [column], STAGED_BATCH_ROWS):
+            if batch.num_columns != 1:
+                raise KeyError(f"no column {column!r}")
+            for item in pc.value_counts(batch.column(0)).to_pylist():
+                value = str(item["values"])
+                counts[value] = counts.get(value, 0) + int(item["counts"])
+    except (OSError, pa.ArrowException, KeyError, ValueError) as exc:
+        raise StorageError(f"export target {uri!r}: staged change files: {exc}") from exc
+    return counts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -91,3 +92,61 @@ def test_target_checks() -> None:
     require_table("t", "delta")
     with pytest.raises(InvalidDbStateError, match="no Delta table"):
         require_table("t", "absent")
+
+
+def _changes(kinds_keys: list[tuple[str, bytes, bytes]]) -> pa.RecordBatch:
+    return pa.record_batch({"_change": [k for k, _, _ in kinds_keys],
+                            "key": [k for _, k, _ in kinds_keys],
+                            "value": [v for _, _, v in kinds_keys]},
+                           schema=arrow_schema(("key", "value"), change=True))
+
+
+def test_merge_changes_streams_a_reader_of_many_batches(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _write(tmp_path / "t", "s1/p0.parquet", {b"k%03d" % i: b"old" for i in range(100)})
+    commit_files(uri, list(parquet_files(uri, under="s1").values()), SCHEMA, mode="overwrite",
+                 mark=MARK, create=True)
+    change_schema = arrow_schema(("key", "value"), change=True)
+    pulled: list[int] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield _changes([])  # an empty batch first: still a merge, not an empty commit
+        for b in range(20):
+            pulled.append(b)
+            yield _changes([("delete" if i % 2 else "upsert", b"k%03d" % (b * 10 + i),
+                             b"new") for i in range(10)])
+
+    version, metrics = merge_changes(uri, pa.RecordBatchReader.from_batches(change_schema,
+                                                                            batches()),
+                                     ("key", "value"), mark=MARK, schema=SCHEMA)
+    assert version == 1 and pulled == list(range(20))
+    assert metrics["num_source_rows"] == 200 and metrics["num_target_rows_deleted"] == 50
+    # odd keys are deletes (of 50 rows, and of 50 keys the table never had)
+    assert _content(uri) == {b"k%03d" % i: b"new" for i in range(0, 200, 2)}
+    # a stream without a row commits an empty transaction with the new mark
+    empty = pa.RecordBatchReader.from_batches(change_schema, iter([_changes([])]))
+    mark2 = ExportMark("file:///db", "c2", 5, ("key", "value"))
+    assert merge_changes(uri, empty, ("key", "value"), mark=mark2, schema=SCHEMA)[0] == 2
+    assert last_export(uri) == (2, mark2)
+
+
+@pytest.mark.parametrize("streamed_exec", [False, True])
+def test_a_stream_failing_in_the_merge_commits_nothing(tmp_path: Path,
+                                                       streamed_exec: bool) -> None:
+    uri = str(tmp_path / "t")
+    _write(tmp_path / "t", "s1/p0.parquet", {b"a": b"1", b"b": b"2"})
+    commit_files(uri, list(parquet_files(uri, under="s1").values()), SCHEMA, mode="overwrite",
+                 mark=MARK, create=True)
+    change_schema = arrow_schema(("key", "value"), change=True)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield _changes([("upsert", b"a", b"10")])
+        yield _changes([("delete", b"b", b"")])
+        raise OSError("disk gone while streaming")
+
+    with pytest.raises(Exception, match="disk gone while streaming"):
+        merge_changes(uri, pa.RecordBatchReader.from_batches(change_schema, batches()),
+                      ("key", "value"), mark=ExportMark("file:///db", "c2", 5, ("key", "value")),
+                      schema=SCHEMA, streamed_exec=streamed_exec)
+    assert DeltaTable(uri).version() == 0 and last_export(uri) == (0, MARK)
+    assert _content(uri) == {b"a": b"1", b"b": b"2"}
