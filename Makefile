@@ -42,6 +42,8 @@ $(AIRFLOW_STAMP): tests/dags/airflow-requirements.txt
 # --archives dist/slatelib-executor-env.tar.gz#env and spark.pyspark.python=./env/bin/python.
 EXECUTOR_VENV := build/executor-env
 EXECUTOR_ENV := dist/slatelib-executor-env.tar.gz
+PACKAGE_SOURCES := pyproject.toml setup.py $(shell find slatelib jobs -name '*.py' -o -name '*.c' -o -name '*.h' 2>/dev/null)
+WHEEL_STAMP := build/.wheel-built
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
@@ -122,17 +124,30 @@ bench-cas: $(STAMP) ## manifest commits/s and p50/p99: native put-if-absent vs t
 bench-export: $(STAMP) ## official scan -> pyarrow -> Parquet vs jobs/export.py to Parquet, ~2.3 M rows (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_export.py
 
-package-jobs: $(STAMP) ## build the wheel shipped to Spark with --py-files
-	$(BIN)/python -m pip wheel --no-deps -w dist .
+package-jobs: $(WHEEL_STAMP) ## build the slatelib wheel into dist/ (what nodes install; the packed env holds it too)
 
-package-executor-env: $(STAMP) ## pack the Spark executors' venv into dist/slatelib-executor-env.tar.gz (the DAGs' default executor_env)
+$(WHEEL_STAMP): $(STAMP) $(PACKAGE_SOURCES)
+	@mkdir -p dist build && rm -f dist/slatelib-*.whl
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+	@touch $(WHEEL_STAMP)
+
+# The executors' environment, built from the wheel: build/executor-env is a venv with the
+# wheel, pyarrow and pandas installed (what a node with slatelib installed has; the cluster
+# tier's second way of shipping code), and dist/slatelib-executor-env.tar.gz is that venv
+# packed (--archives ...#env). Test suites and C headers are left out of it: executors
+# never import them, and every executor unpacks the archive for every application.
+$(EXECUTOR_ENV): $(WHEEL_STAMP)
 	rm -rf $(EXECUTOR_VENV) && $(PYTHON) -m venv $(EXECUTOR_VENV)
-	$(EXECUTOR_VENV)/bin/python -m pip install -q . 'pyarrow>=18' 'pandas>=2.2,<3'
+	$(EXECUTOR_VENV)/bin/python -m pip install -q dist/slatelib-*.whl 'pyarrow>=18' 'pandas>=2.2,<3'
+	find $(EXECUTOR_VENV)/lib -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
+	rm -rf $(EXECUTOR_VENV)/lib/python*/site-packages/pyarrow/include
 	$(BIN)/python -m pip install -q venv-pack==0.2.0
 	@mkdir -p dist
 	$(BIN)/venv-pack --force -p $(EXECUTOR_VENV) -o $(EXECUTOR_ENV)
 	@echo "executors: --archives $(CURDIR)/$(EXECUTOR_ENV)#env --conf spark.pyspark.python=./env/bin/python"
 	@echo "(the venv links to $$(readlink -f $(EXECUTOR_VENV)/bin/python): the same Python 3.11 must exist at that path on every executor)"
+
+package-executor-env: $(EXECUTOR_ENV) ## the executors' env: build/executor-env (from the wheel) and it packed as dist/slatelib-executor-env.tar.gz
 
 flatbuffers: ## no generated code: FlatBuffers are hand-decoded (docs/rfcs/0001-flatbuffers.md)
 	@echo "slatelib decodes FlatBuffers by hand; nothing to generate (see docs/rfcs/0001-flatbuffers.md)"

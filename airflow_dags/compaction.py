@@ -9,6 +9,11 @@ L0 into a new sorted run) and ``full`` are explicit choices; ``""`` takes ``[com
 policy`` from the ``conf_files``. Override per run with ``dag_run.conf``, e.g.
 ``{"policy": "full"}`` or ``{"dry_run": true}`` to see the plan. One run at a time: a
 second compaction of the same database would only fence the first.
+
+``mode`` runs the standing modes instead (docs/rfcs/0009-compaction-worker.md): ``worker``
+executes the compactions that official 0.17 coordinators schedule, ``service`` compacts
+databases that have no compactor; each for ``run_for`` (e.g. ``"55m"`` for an hourly
+schedule) or ``until_idle``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ from slatelib_dag_common import Param, common_params, job_dag
 
 def compact_args(params: dict[str, Any]) -> list[str]:
     """The job's own flags from the params."""
-    argv: list[str] = []
+    mode = params.get("mode") or ""
+    if mode in ("worker", "service"):
+        argv = [f"--{mode}"]
+        if params.get("run_for"):
+            argv += ["--run-for", str(params["run_for"])]
+        if params.get("until_idle") is True:
+            argv.append("--until-idle")
+        return argv
+    argv = []
     if params.get("policy"):
         argv += ["--policy", params["policy"]]
     if params.get("max_sst_size"):
@@ -51,6 +64,14 @@ dag = job_dag(
         parallelism=Param(None, type=["null", "integer"], minimum=1,
                           description="key ranges per compaction; empty: the conf's"),
         dry_run=Param(False, type="boolean", description="plan only; write nothing"),
+        mode=Param("", type="string", enum=["", "worker", "service"], description=(
+            '"": one compaction per database; worker: execute what official coordinators '
+            "schedule (--worker); service: a standing size-tiered compactor (--service); "
+            "both stop after run_for or, with until_idle, once nothing is left to do")),
+        run_for=Param("", type="string", description="worker/service: stop after this long, "
+                      "e.g. 10m"),
+        until_idle=Param(False, type="boolean",
+                         description="worker/service: stop once nothing is scheduled"),
     ),
     tags=["slatelib", "compaction"],
 )

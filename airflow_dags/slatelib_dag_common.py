@@ -134,6 +134,10 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
                             description="root the databases were created in (clones)"),
         "conf_files": Param(["conf/base.toml"], type="array", items={"type": "string"},
                             description="settings TOML files, relative to project_dir"),
+        "env_files": Param([], type="array", items={"type": "string"}, description=(
+            "env files (--env-file: SLATELIB_*/AWS_* variables such as the store's "
+            "credentials), relative to project_dir; the job passes them on to the "
+            "executors as spark.executorEnv.*")),
         **own,
         "report_dir": Param("", type="string", description=(
             "keep the JSON reports here; empty: a temporary file (the report is in XCom)")),
@@ -201,6 +205,8 @@ def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: b
         argv += ["--store-root", params["store_root"]]
     for conf in params.get("conf_files") or []:
         argv += ["--conf", _under(project, conf)]
+    for env_file in params.get("env_files") or []:
+        argv += ["--env-file", _under(project, env_file)]
     python = params.get("python") or ""
     if not python and (project / ".venv/bin/python").is_file():
         python = str(project / ".venv/bin/python")

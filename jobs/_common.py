@@ -179,9 +179,14 @@ def run_isolated(
             log.error("job failed [db=%s, error=%s]", t.name, exc)
             result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
         except Exception as exc:  # a bug or an unexpected library error: isolate it too
-            code = EXIT_ERROR
-            log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
-            result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+            if (known := spark_failure(exc)) is not None:
+                code = exit_code(known)
+                log.error("job failed [db=%s, error=%s]", t.name, known)
+                result = {"error": {"type": type(known).__name__, "message": str(known)}}
+            else:
+                code = EXIT_ERROR
+                log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
+                result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
         return db_entry(t.name, code, result, seconds=time.monotonic() - started)
 
     workers = min(concurrency, len(targets))
@@ -192,6 +197,16 @@ def run_isolated(
             results = list(pool.map(isolated, targets))
     codes = [r["exit_code"] for r in results if r["exit_code"] != EXIT_OK]
     return results, codes[0] if codes else EXIT_OK
+
+
+def spark_failure(exc: BaseException) -> SlateError | None:
+    """The slatelib error a Spark failure stands for (executors without slatelib, with
+    another build of it, or unable to start their Python), or None."""
+    if "pyspark" not in type(exc).__module__ and "py4j" not in type(exc).__module__:
+        return None
+    from slatelib.spark.executors import translate
+
+    return translate(exc)
 
 
 def emit_report(report: dict[str, Any], path: str | None) -> None:
@@ -216,6 +231,19 @@ def usage_error(message: str) -> int:
 
 
 JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int]]
+
+
+def spark_facts(spark: Any) -> dict[str, Any]:
+    """The report's ``spark`` section: where the job ran (the effective master, the
+    application id and deploy mode, as the driver JVM has them)."""
+    from slatelib.spark.executors import tasks_by_executor
+
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    return {"master": sc.master, "app_id": sc.applicationId,
+            "deploy_mode": conf.get("spark.submit.deployMode", "client"),
+            "default_parallelism": int(sc.defaultParallelism),
+            "tasks_by_executor": tasks_by_executor(sc)}
 
 
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,
@@ -243,6 +271,8 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
         spark = build_spark(app_name, settings=settings.spark)
     try:
         report, code = run(spark, settings, args)
+        if spark is not None:
+            report["spark"] = spark_facts(spark)
     except InvalidArgumentError as exc:
         return usage_error(str(exc))
     finally:

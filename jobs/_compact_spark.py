@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 from slatelib.core.compaction_source import estimate_view_size, sst_size
 from slatelib.core.humanize import fmt_bytes
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
+from slatelib.ops.compaction.task import TaskFailure
+from slatelib.spark.executors import on_executors
+from slatelib.spark.guard import placement
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,6 +90,8 @@ class SparkTaskRunner:
         def run_one(item: tuple[CompactionTask, int]) -> TaskOutcome:
             outcome = fn(item[0])
             done_bytes.add(item[1])
+            if isinstance(outcome, TaskFailure):
+                outcome = dataclasses.replace(outcome, executor=placement())
             return outcome
 
         started = time.monotonic()
@@ -96,7 +101,8 @@ class SparkTaskRunner:
             args=(group, len(tasks), total_bytes, done_bytes, started, stop), daemon=True)
         watcher.start()
         try:
-            rdd = sc.parallelize(list(zip(tasks, sizes, strict=True)), len(tasks)).map(run_one)
+            rdd = sc.parallelize(list(zip(tasks, sizes, strict=True)), len(tasks)).map(
+                on_executors(sc, run_one))
             outcomes: list[TaskOutcome] = rdd.collect()
         finally:
             stop.set()

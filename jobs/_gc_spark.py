@@ -49,6 +49,7 @@ from slatelib.ops.gc.exec import (
 )
 from slatelib.ops.gc.state import list_directory
 from slatelib.paths import COMPACTED_DIR, WAL_DIR, join, parse_compacted_name, parse_wal_name
+from slatelib.spark.executors import on_executors
 
 LISTED = StructType([
     StructField("path", StringType(), False),
@@ -167,7 +168,7 @@ class SparkBackend:
 
         # One range per partition (parallelize slices exactly), listed through Arrow.
         ranges = self.spark.createDataFrame(self.sc.parallelize(tasks, len(tasks)), RANGES)
-        df = ranges.mapInPandas(list_batches, LISTED)
+        df = ranges.mapInPandas(on_executors(self.sc, list_batches, iterator=True), LISTED)
         if len(tasks) == 1:
             df = df.repartition(max(2, int(self.sc.defaultParallelism)))
         df = df.persist()
@@ -226,7 +227,8 @@ class SparkBackend:
                            strict=True)
                 yield _frame(DECIDED, decide_rows(rules, rows))
 
-        decided = joined.mapInPandas(decide_batches, DECIDED).persist()
+        decided = joined.mapInPandas(on_executors(self.sc, decide_batches, iterator=True),
+                                     DECIDED).persist()
         self._cached.append(decided)
         return SparkDecisions(decided)
 
@@ -282,7 +284,8 @@ class SparkBackend:
             yield _frame(TALLY, [(json.dumps(vars(tally)),)])
 
         out = DeleteTally()
-        for row in joined.repartition(parts).mapInPandas(delete_batches, TALLY).collect():
+        guarded = on_executors(self.sc, delete_batches, iterator=True)
+        for row in joined.repartition(parts).mapInPandas(guarded, TALLY).collect():
             out.merge(DeleteTally(**json.loads(row["tally"])))
         return out
 

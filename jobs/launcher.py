@@ -5,20 +5,38 @@
     slate-spark rescale ...      [options of jobs/rescale.py]
     slate-spark export  --db URL --to URL --format parquet|delta [options of jobs/export.py]
 
+Spark options, anywhere on the line (they are spark-submit's, with ``--spark-conf`` for
+its ``--conf``, which the jobs use for their settings files):
+
+    --master URL              e.g. spark://host:7077, yarn, k8s://https://host:6443
+    --deploy-mode client      (the only mode a job started from Python can run in)
+    --spark-conf KEY=VALUE    a Spark property (repeatable)
+    --properties-file FILE    instead of spark-defaults.conf
+    --archives ARCHIVE[#DIR]  unpacked in each executor's working directory (repeatable)
+    --py-files FILE           (repeatable)
+    --executor-env ARCHIVE    a packed env (make package-executor-env): the same as
+                              --archives ARCHIVE#env --spark-conf spark.pyspark.python=./env/bin/python
+
 It runs the job module in this process, with this interpreter (the venv's Python, where
-slatelib, PySpark and obstore are installed) as the driver and the executors' Python, and
-PySpark's own bundled Spark: no ``SPARK_HOME``, ``spark-submit`` or activated venv needed.
-The master is ``[spark] master`` (``--conf FILE``), ``SLATELIB_SPARK_MASTER`` or
-``local[*]``; everything else is as for ``spark-submit jobs/JOB.py`` (same options, report
-on stdout, headline on stderr, exit codes).
+slatelib, PySpark and obstore are installed) as the driver, and PySpark's own bundled Spark
+(or ``SPARK_HOME``'s): no ``spark-submit`` or activated venv needed. The options above are
+handed to the driver JVM's launch as spark-submit options, so they win over
+``spark-defaults.conf``, which wins over the settings. The master: ``--master``, else
+``spark-defaults.conf``, else ``SLATELIB_SPARK_MASTER``, ``[spark] master`` (``--conf FILE``)
+or ``local[*]``. Executors run ``spark.pyspark.python`` if set, else this interpreter.
+Everything else is as for ``spark-submit jobs/JOB.py`` (same options, report on stdout,
+headline on stderr, exit codes).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from collections.abc import Sequence
+
+from jobs import _spark
 
 JOBS = {
     "compact": "jobs.compact",
@@ -29,7 +47,7 @@ JOBS = {
 """Subcommand -> job module."""
 
 USAGE = (
-    "usage: slate-spark {compact,gc,rescale,export} [JOB OPTIONS ...]\n"
+    "usage: slate-spark {compact,gc,rescale,export} [JOB OPTIONS ...] [SPARK OPTIONS ...]\n"
     "       slate-spark JOB --help      (the job's options)\n"
 )
 
@@ -41,6 +59,51 @@ def _version() -> str:
         return importlib.metadata.version("slatelib")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+SPARK_VALUE_OPTIONS = {
+    "--master": "--master",
+    "--deploy-mode": "--deploy-mode",
+    "--spark-conf": "--conf",
+    "--properties-file": "--properties-file",
+    "--archives": "--archives",
+    "--py-files": "--py-files",
+    "--executor-env": None,
+}
+"""slate-spark's Spark options -> the spark-submit option each becomes (None: expanded)."""
+
+
+
+def split_spark_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(spark-submit options, the rest)`` of a slate-spark command line: the Spark options
+    (:data:`SPARK_VALUE_OPTIONS`, ``--opt VALUE`` or ``--opt=VALUE``) may come anywhere.
+
+    Raises:
+        ValueError: an option without its value, ``--spark-conf`` without ``=``, or a
+            ``--deploy-mode`` other than client.
+    """
+    submit: list[str] = []
+    rest: list[str] = []
+    it = iter(args)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if name not in SPARK_VALUE_OPTIONS or arg == "--":
+            rest.append(arg)
+            continue
+        if not eq:
+            value = next(it, "")
+            if not value or value.startswith("--"):
+                raise ValueError(f"{name} needs a value")
+        if name == "--spark-conf" and "=" not in value:
+            raise ValueError(f"--spark-conf {value!r}: expected KEY=VALUE")
+        if name == "--deploy-mode" and value != "client":
+            raise ValueError(f"--deploy-mode {value}: slate-spark runs the driver here "
+                             "(client mode); submit with spark-submit for cluster mode")
+        if name == "--executor-env":
+            submit += ["--archives", f"{value}#env", "--conf", "spark.pyspark.python=./env/bin/python"]
+        else:
+            submit += [str(SPARK_VALUE_OPTIONS[name]), value]
+    return submit, rest
 
 
 def prepare_environment(environ: dict[str, str] | None = None) -> None:
@@ -59,6 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[0] == "--version":
         sys.stdout.write(f"slate-spark {_version()}\n")
         return 0
+    try:
+        submit, args = split_spark_options(args)
+    except ValueError as exc:
+        sys.stderr.write(f"slate-spark: {exc}\n{USAGE}")
+        return 2
+    if not args:
+        sys.stderr.write(f"slate-spark: no job given\n{USAGE}")
+        return 2
     job, rest = args[0], args[1:]
     module = JOBS.get(job)
     if module is None:
@@ -66,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"{', '.join(JOBS)})\n{USAGE}")
         return 2
     prepare_environment()
+    if submit:
+        os.environ[_spark.SUBMIT_ARGS_ENV] = shlex.join(submit)
     main_fn = importlib.import_module(module).main
     code: int = main_fn(rest)
     return code

@@ -63,6 +63,7 @@ from slatelib.ops.rescale import (
     run_checked_compaction_task,
     split_database,
 )
+from slatelib.spark.executors import on_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,7 +138,7 @@ def spark_mapper(spark: SparkSession) -> Mapper:
         if not items:
             return []
         sc = spark.sparkContext
-        return list(sc.parallelize(list(items), len(items)).map(fn).collect())
+        return list(sc.parallelize(list(items), len(items)).map(on_executors(sc, fn)).collect())
 
     return run
 

@@ -4,6 +4,8 @@ Only the kinds are API; message text is not. Each kind tells the caller what to 
 
     SlateError
     ├── InvalidArgumentError      fix the call, the path or the config
+    │   └── ExecutorEnvironmentError  Spark executors lack slatelib, run another build of
+    │                                 it, or cannot start their Python
     ├── DataError                 persisted state is unreadable or incompatible
     │   ├── CorruptObjectError    bytes do not decode (truncated, bad flatbuffer, bad block)
     │   │   └── ChecksumMismatchError
@@ -35,6 +37,12 @@ class SlateError(Exception):
 
 class InvalidArgumentError(SlateError, ValueError):
     """A caller passed something invalid: a bad path, option, key or config value."""
+
+
+class ExecutorEnvironmentError(InvalidArgumentError):
+    """Spark executors cannot run the job's tasks: slatelib is missing there or is not the
+    driver's build, or their Python (``spark.pyspark.python``) cannot be started. A fix of
+    the deployment, not of the data: nothing was written by the tasks that failed."""
 
 
 class DataError(SlateError):

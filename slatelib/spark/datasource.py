@@ -60,6 +60,7 @@ from slatelib.ops.export.pin import (
     pin_checkpoint,
 )
 from slatelib.ops.export.scan import ScanTask, plan_scan
+from slatelib.spark.executors import on_executors
 from slatelib.spark.options import ReadOptions
 
 if TYPE_CHECKING:
@@ -245,7 +246,8 @@ def planned_frame(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     partitions = list(reader.partitions())
     schema: StructType = from_arrow_schema(reader.schema)
     n = len(partitions)
-    return spark.range(0, n, 1, n).mapInArrow(PlannedRead(reader, partitions), schema)
+    read = on_executors(spark.sparkContext, PlannedRead(reader, partitions), iterator=True)
+    return spark.range(0, n, 1, n).mapInArrow(read, schema)
 
 
 __all__ = ["FORMAT_NAME", "PlannedRead", "ScanPartition", "SlateDbDataSource", "SlateDbReader",

@@ -63,6 +63,7 @@ from slatelib.ops.export.pin import (
 )
 from slatelib.spark import register
 from slatelib.spark.datasource import planned_frame
+from slatelib.spark.executors import on_executors
 from slatelib.spark.options import split_db
 
 if TYPE_CHECKING:
@@ -355,7 +356,8 @@ def _write_arrow_parquet(run: _Run, new: PinnedCheckpoint, t: float) -> dict[str
     uri = args.to
     try:
         written = (run.spark.sparkContext.parallelize(list(enumerate(parts)), len(parts))
-                   .mapPartitions(lambda it: _arrow_tasks(reader, uri, job, it)).collect())
+                   .mapPartitions(on_executors(run.spark.sparkContext, lambda it: _arrow_tasks(
+                       reader, uri, job, it), iterator=True)).collect())
         run.seconds["write"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
         # every planned partition must have been written: commit_parts checks each file

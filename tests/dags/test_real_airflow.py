@@ -14,7 +14,6 @@ here, with slatelib. Without the Airflow venv the tests fail and say how to make
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,52 +23,11 @@ import pytest
 
 from slatelib.objstore import open_store, split_db_url
 from slatelib.store.manifest_store import ManifestStore
+from tests.dags.airflow_env import probe
 
 pytestmark = pytest.mark.dags
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK_SUBMIT = ROOT / ".venv" / "bin" / "spark-submit"
-
-
-def airflow_python() -> str:
-    path = os.environ.get("SLATELIB_AIRFLOW_PYTHON") or str(ROOT / ".venv-airflow/bin/python")
-    assert Path(path).is_file(), (
-        f"no Airflow interpreter at {path}: run `make test-dags` (or `make test`), which "
-        "builds .venv-airflow, or point SLATELIB_AIRFLOW_PYTHON at a Python with "
-        "apache-airflow 3 and apache-airflow-providers-apache-spark installed")
-    return path
-
-
-def probe(tmp: Path, runs: list[dict[str, Any]], **variables: str) -> dict[str, Any]:
-    """Run the probe in the Airflow venv with a fresh AIRFLOW_HOME (SQLite) under ``tmp``."""
-    import pyspark
-
-    home = tmp / "airflow-home"
-    home.mkdir(parents=True, exist_ok=True)
-    bin_dir = tmp / "bin"  # spark-submit on PATH, as the Spark connection expects it
-    bin_dir.mkdir(exist_ok=True)
-    if not (bin_dir / "spark-submit").exists():
-        (bin_dir / "spark-submit").symlink_to(SPARK_SUBMIT)
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "airflow_dags"),
-           "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-           "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-           "SPARK_HOME": str(Path(pyspark.__file__).parent),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for name, value in variables.items():
-        env[f"AIRFLOW_VAR_{name.upper()}"] = value
-    python = airflow_python()
-    if not (home / "airflow.db").exists():
-        done = subprocess.run([python, "-m", "airflow", "db", "migrate"], env=env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-4000:]
-    done = subprocess.run([python, str(ROOT / "tests/dags/airflow_probe.py"),
-                           str(ROOT / "airflow_dags")], input=json.dumps(runs),
-                          capture_output=True, text=True, env=env, timeout=600)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("PROBE-RESULT ")]
-    assert done.returncode == 0 and lines, (done.stdout[-6000:], done.stderr[-6000:])
-    result: dict[str, Any] = json.loads(lines[-1][len("PROBE-RESULT "):])
-    return result
 
 
 def write_db(url: str, tmp: Path, *, rows: int = 4000, l0s: int = 4) -> None:

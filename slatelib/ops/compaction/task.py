@@ -108,6 +108,8 @@ class TaskFailure:
     block: int | None = None
     region: str | None = None
     attempt: int = 1
+    executor: str | None = None
+    """Where the task ran (``host/executor``), when a Spark runner says."""
 
     @staticmethod
     def of(index: int, exc: BaseException) -> TaskFailure:
@@ -132,7 +134,8 @@ class TaskFailure:
                 cls, errors_module.MergeOperatorMissingError):
             cls = InternalError if cls is not errors_module.MergeOperatorMissingError \
                 else errors_module.InvalidArgumentError
-        message = (f"compaction task {self.index} failed (attempt {self.attempt}): "
+        where = f" on executor {self.executor}" if self.executor else ""
+        message = (f"compaction task {self.index} failed (attempt {self.attempt}){where}: "
                    f"{self.message}")
         try:
             err: SlateError = cls(message)

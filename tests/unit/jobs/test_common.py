@@ -160,5 +160,10 @@ def test_the_shipped_log4j_file_is_applied_unless_one_is_given(
     assert "${env:SLATELIB_SPARK_LOG_LEVEL:-WARN}" in text and "SYSTEM_ERR" in text
     assert _spark.log4j_java_option({}) == (
         f"-Dlog4j.configurationFile={_spark.LOG4J_CONF.as_uri()}")
-    mine = {"spark.driver.extraJavaOptions": "-Dlog4j.configurationFile=/etc/mine.properties"}
+    mine = {"SPARK_SUBMIT_OPTS": "-Xss4m -Dlog4j.configurationFile=/etc/mine.properties"}
     assert _spark.log4j_java_option(mine) is None
+    assert _spark.log4j_java_option({"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}) is None
+    # the launch puts it in SPARK_SUBMIT_OPTS (before spark.driver.extraJavaOptions)
+    env = _spark.launch_environment([], fallback="local[1]", environ={"SPARK_SUBMIT_OPTS": "-Xss4m"})
+    assert env["SPARK_SUBMIT_OPTS"] == f"-Xss4m {_spark.log4j_java_option({})}"
+    assert "SPARK_SUBMIT_OPTS" not in _spark.launch_environment([], fallback="x", environ=mine)

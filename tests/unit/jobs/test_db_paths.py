@@ -1,7 +1,8 @@
 """jobs/gc.py and jobs/compact.py on database paths that are not database roots (a file,
 a path below a file, a directory without manifest), and their flag checks, without Spark:
 every failure here happens before a Spark task would run, so a stand-in session that only
-answers ``sparkContext.defaultParallelism`` and ``stop()`` is enough."""
+answers ``sparkContext.defaultParallelism``, what the report's ``spark`` section reads, and
+``stop()`` is enough."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from slatelib.exit_codes import EXIT_DATA, EXIT_USAGE
 
 class FakeSpark:
     """Fails the test (AttributeError -> exit code 1) if anything but the session's
-    parallelism and ``stop`` is used."""
+    parallelism, its master and application id, and ``stop`` is used."""
 
     def __init__(self) -> None:
-        self.sparkContext = SimpleNamespace(defaultParallelism=2)
+        self.sparkContext = SimpleNamespace(
+            defaultParallelism=2, master="local[2]", applicationId="local-fake",
+            getConf=lambda: {"spark.submit.deployMode": "client"})
         self.stopped = False
 
     def stop(self) -> None:

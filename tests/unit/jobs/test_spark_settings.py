@@ -4,39 +4,70 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 import pytest
 
 from jobs import launcher
 from jobs._common import add_common_args, settings_from
-from jobs._spark import DEFAULTS, session_conf
+from jobs._spark import DEFAULTS, fallback_master, launch_environment, session_conf
 from slatelib.config import SparkSettings
 from slatelib.objstore.url import set_store_defaults, store_defaults
 
 
-def test_session_conf_layers_and_spark_submit_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SPARK_MASTER", raising=False)
+def test_session_conf_layers_and_never_sets_what_was_submitted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     st = SparkSettings(master="local[3]", app_name="nightly", log_level="INFO",
-                       conf=(("spark.executor.memory", "4g"), ("spark.ui.enabled", "true")))
-    got = session_conf("slatelib-gc", settings=st, environ={})
-    assert got["spark.master"] == "local[3]" and got["spark.app.name"] == "nightly"
+                       conf=(("spark.executor.memory", "4g"), ("spark.ui.enabled", "true"),
+                             ("spark.master", "local[4]")))
+    got = session_conf("slatelib-gc", settings=st)
+    assert "spark.master" not in got  # the master is the driver JVM's (launch fallback)
+    assert got["spark.app.name"] == "nightly"
     assert got["spark.executor.memory"] == "4g" and got["spark.ui.enabled"] == "true"
     assert got["spark.task.maxFailures"] == DEFAULTS["spark.task.maxFailures"]
-    assert session_conf("j", settings=st, environ={"SLATELIB_SPARK_MASTER": "local[1]"})[
-        "spark.master"] == "local[1]"
-    assert session_conf("j", environ={})["spark.master"] == "local[*]"
-    assert session_conf("j", master="local[2]", settings=st, environ={})[
-        "spark.master"] == "local[2]"
-    # under spark-submit, whatever it set wins (its default app name, the script's, not)
+    # whatever the JVM was given wins (spark-submit's default app name, the script's, not)
     monkeypatch.setattr("sys.argv", ["/x/jobs/gc.py"])
     submitted = {"spark.master": "yarn", "spark.executor.memory": "8g", "spark.app.name": "gc.py"}
-    got = session_conf("slatelib-gc", settings=st, submitted=submitted, environ={})
+    got = session_conf("slatelib-gc", settings=st, submitted=submitted)
     assert "spark.master" not in got and "spark.executor.memory" not in got
     assert got["spark.app.name"] == "nightly"
     submitted["spark.app.name"] = "given-by-name"
-    assert "spark.app.name" not in session_conf("slatelib-gc", settings=st,
-                                                submitted=submitted, environ={})
+    assert "spark.app.name" not in session_conf("slatelib-gc", settings=st, submitted=submitted)
+
+
+def test_the_fallback_master_is_the_variable_then_the_settings_then_local() -> None:
+    st = SparkSettings(master="local[3]")
+    assert fallback_master(st, {"SLATELIB_SPARK_MASTER": "local[1]"}) == "local[1]"
+    assert fallback_master(st, {}) == "local[3]"
+    assert fallback_master(SparkSettings(conf=(("spark.master", "local[4]"),)), {}) == "local[4]"
+    assert fallback_master(None, {}) == "local[*]"
+
+
+def test_a_launch_puts_the_fallback_below_spark_defaults_and_submit_options_after_given() -> None:
+    env = launch_environment(["--master", "spark://h:7077", "--conf", "a=b c"],
+                             fallback="local[3]",
+                             environ={"PYSPARK_SUBMIT_ARGS": "--driver-memory 2g pyspark-shell"})
+    # MASTER is spark-submit's own fallback: below --master and spark-defaults.conf
+    assert env["MASTER"] == "local[3]"
+    assert shlex.split(env["PYSPARK_SUBMIT_ARGS"]) == [
+        "--driver-memory", "2g", "--master", "spark://h:7077", "--conf", "a=b c", "pyspark-shell"]
+    assert "MASTER" not in launch_environment([], fallback="local[3]", environ={"MASTER": "yarn"})
+
+
+def test_slate_spark_takes_spark_options_anywhere_on_the_line() -> None:
+    submit, rest = launcher.split_spark_options(
+        ["compact", "--master", "spark://h:7077", "--db", "s3://b/db", "--spark-conf=x.y=1 2",
+         "--executor-env", "dist/env.tar.gz", "--policy", "l0", "--deploy-mode", "client"])
+    assert rest == ["compact", "--db", "s3://b/db", "--policy", "l0"]
+    assert submit == ["--master", "spark://h:7077", "--conf", "x.y=1 2",
+                      "--archives", "dist/env.tar.gz#env",
+                      "--conf", "spark.pyspark.python=./env/bin/python",
+                      "--deploy-mode", "client"]
+    for bad in (["--master"], ["--spark-conf", "novalue"], ["--deploy-mode", "cluster"],
+                ["--master", "--db"]):
+        with pytest.raises(ValueError):
+            launcher.split_spark_options(bad)
 
 
 def test_jobs_load_env_files_before_settings_and_register_store_defaults(
