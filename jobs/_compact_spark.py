@@ -20,7 +20,7 @@ from slatelib.core.compaction_source import estimate_view_size, sst_size
 from slatelib.core.humanize import fmt_bytes
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 from slatelib.ops.compaction.task import TaskFailure
-from slatelib.spark.executors import on_executors
+from slatelib.spark.executors import map_on_executors
 from slatelib.spark.guard import placement
 
 if TYPE_CHECKING:
@@ -101,9 +101,8 @@ class SparkTaskRunner:
             args=(group, len(tasks), total_bytes, done_bytes, started, stop), daemon=True)
         watcher.start()
         try:
-            rdd = sc.parallelize(list(zip(tasks, sizes, strict=True)), len(tasks)).map(
-                on_executors(sc, run_one))
-            outcomes: list[TaskOutcome] = rdd.collect()
+            outcomes: list[TaskOutcome] = map_on_executors(
+                sc, run_one, list(zip(tasks, sizes, strict=True)))
         finally:
             stop.set()
             watcher.join()

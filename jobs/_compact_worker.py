@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
-from slatelib.exit_codes import EXIT_OK
+from slatelib.exit_codes import EXIT_NAMES, EXIT_OK
 from slatelib.flags import parse_positive
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
@@ -113,5 +113,5 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
     with stop_on_signals(on_signal):
         report = worker.run()
     report["job"] = "compact"
-    report["status"] = "ok"
+    report["status"] = EXIT_NAMES[EXIT_OK]
     return report, EXIT_OK

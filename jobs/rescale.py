@@ -63,7 +63,7 @@ from slatelib.ops.rescale import (
     run_checked_compaction_task,
     split_database,
 )
-from slatelib.spark.executors import on_executors
+from slatelib.spark.executors import map_on_executors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -135,10 +135,7 @@ def spark_mapper(spark: SparkSession) -> Mapper:
     """Runs scan tasks on the executors, one partition each."""
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        if not items:
-            return []
-        sc = spark.sparkContext
-        return list(sc.parallelize(list(items), len(items)).map(on_executors(sc, fn)).collect())
+        return map_on_executors(spark.sparkContext, fn, items)
 
     return run
 

@@ -323,7 +323,9 @@ class ObjectStoreSettings:
       the key file, not the key), ``allow_http``;
     - ``az://``: ``endpoint``, ``azure_account_name``, ``azure_use_emulator`` (Azurite),
       ``allow_http``;
-    - every cloud scheme: ``timeout``, ``connect_timeout`` (e.g. ``"30s"``);
+    - every cloud scheme: ``timeout``, ``connect_timeout`` (e.g. ``"30s"``), and the HTTP
+      client's own retries of a request, ``max_retries`` and ``retry_timeout`` (obstore's
+      defaults, 10 and 3 minutes, when unset; slatelib's ``[retry]`` retries on top);
     - every scheme: ``cas``, the transactional store of two-phase CAS
       (``sqlite:///ABSOLUTE/PATH`` or ``postgresql://HOST/DB``; ``SLATELIB_CAS_URL`` wins, "" :
       native conditional writes), and ``conditional_writes = false`` to refuse the store's
@@ -340,6 +342,8 @@ class ObjectStoreSettings:
     gcs_service_account_path: str = ""
     azure_account_name: str = ""
     azure_use_emulator: bool | None = None
+    max_retries: int | None = None
+    retry_timeout: float | None = field(default=None, metadata=DURATION)
     cas: str = ""
     conditional_writes: bool | None = None
 

@@ -54,6 +54,14 @@ _TRANSIENT = re.compile(
     re.IGNORECASE,
 )
 
+_NO_CREDENTIALS = re.compile(
+    r"169\.254\.169\.254|169\.254\.170\.2|fd00:ec2::254|error getting credentials"
+    r"|failed to (get|load|fetch) credentials|no credentials",
+    re.IGNORECASE,
+)
+"""The credential chain failed (instance metadata, ECS or web identity endpoint): obstore
+has already retried the fetch itself, and no retry of the request will find credentials."""
+
 _MISSING_CONTAINER = re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I)
 
 _NOT_A_DIRECTORY = re.compile(r"Not a directory \(os error 20\)|kind: NotADirectory")
@@ -65,6 +73,12 @@ def is_transient_message(message: str) -> bool:
     """True when an error message names a timeout, a connection failure, a 5xx/429/408
     status or throttling (only the text before obstore's ``Debug source:`` is read)."""
     return _TRANSIENT.search(message.split("Debug source:", 1)[0]) is not None
+
+
+def is_credentials_failure(message: str) -> bool:
+    """True when an error message says the credential chain could not get credentials
+    (e.g. no role and no keys: the instance metadata endpoint unreachable)."""
+    return _NO_CREDENTIALS.search(message.split("Debug source:", 1)[0]) is not None
 
 
 def is_not_a_directory(exc: BaseException) -> bool:
@@ -113,6 +127,12 @@ def map_error(exc: BaseException, *, op: Op, path: str, url: str) -> SlateError:
         return InvalidArgumentError(msg)
     if isinstance(exc, oe.JoinError):
         return InternalError(msg)
+    if isinstance(exc, oe.BaseError) and is_credentials_failure(str(exc)):
+        return StorageError(
+            f"{msg} (no credentials: none were given to this process (SLATELIB_S3_ACCESS_KEY_ID "
+            "and SLATELIB_S3_SECRET_ACCESS_KEY or AWS_* variables; on Spark executors through "
+            "--env-file or spark.executorEnv.*) and the cloud's credential endpoint did not "
+            "answer)")
     if isinstance(exc, oe.BaseError):
         # GenericError and anything newer: only the message tells transient from not.
         return UnavailableError(msg) if is_transient_message(str(exc)) else StorageError(msg)

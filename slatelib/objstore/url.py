@@ -126,6 +126,8 @@ CONF_STORE_KEYS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
                                          S3_ENV["virtual_hosted_style_request"]),
         "timeout": ("timeout", ()),
         "connect_timeout": ("connect_timeout", ()),
+        "max_retries": ("max_retries", ()),
+        "retry_timeout": ("retry_timeout_s", ()),
     },
     "gs": {
         "gcs_base_url": ("base_url", ("GOOGLE_BASE_URL",)),
@@ -135,6 +137,8 @@ CONF_STORE_KEYS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "allow_http": ("allow_http", ()),
         "timeout": ("timeout", ()),
         "connect_timeout": ("connect_timeout", ()),
+        "max_retries": ("max_retries", ()),
+        "retry_timeout": ("retry_timeout_s", ()),
     },
     "az": {
         "endpoint": ("endpoint", ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")),
@@ -143,6 +147,8 @@ CONF_STORE_KEYS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "allow_http": ("allow_http", ("AZURE_ALLOW_HTTP",)),
         "timeout": ("timeout", ()),
         "connect_timeout": ("connect_timeout", ()),
+        "max_retries": ("max_retries", ()),
+        "retry_timeout": ("retry_timeout_s", ()),
     },
 }
 """Per scheme: ``[object_store]`` setting -> (store option, environment variables that win

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slatelib.errors import ExecutorEnvironmentError
@@ -63,6 +63,21 @@ def on_executors(sc: SparkContext, fn: Callable[..., Any], *,
     cls = guard.GuardedIterator if iterator else guard.Guarded
     payload = cloudpickle.dumps(fn)  # type: ignore[no-untyped-call]
     return cls(guard.build(), payload, _tally(sc))
+
+
+def map_on_executors(sc: SparkContext, fn: Callable[[Any], Any], items: Sequence[Any],
+                     ) -> list[Any]:
+    """``fn`` of each of ``items``, one Spark partition per item, run on the executors
+    behind the check (module docstring); results in ``items`` order. The check runs before
+    the partition's item is unpickled (``rdd.map`` would unpickle it first)."""
+    if not items:
+        return []
+
+    def each(part: Iterator[Any]) -> Iterator[Any]:
+        return map(fn, part)
+
+    guarded = on_executors(sc, each, iterator=True)
+    return list(sc.parallelize(list(items), len(items)).mapPartitions(guarded).collect())
 
 
 def tasks_by_executor(sc: SparkContext) -> dict[str, int]:

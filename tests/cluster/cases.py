@@ -78,9 +78,14 @@ def _compact(policy: str) -> Case:
 
 # -- gc ------------------------------------------------------------------------------------
 def _gc_prepare(ctx: Ctx) -> None:
-    """Compact the L0s here (no Spark), so that they become garbage."""
+    """Compact the L0s here (no Spark), so that they become garbage, then flush a newer L0
+    (0.17 deletes unreferenced SSTs only when they are older than the newest L0)."""
     store = ctx.db.store()
     run_compaction(ctx.db.path, store, settings=Settings(), policy="l0")
+    with OfficialDb.open(official_store(ctx.cluster, ctx.db.bucket), ctx.db.path,
+                         DbSettings(compactor=False), model=ctx.db.model) as db:
+        db.write([Put(b"key:after-compaction", b"newer L0")])
+        db.flush_memtable()
     ctx.extra["before"] = sorted(m.path for m in store.list(f"{ctx.db.path}/compacted/"))
 
 
@@ -118,10 +123,11 @@ def _split_check(ctx: Ctx, report: dict[str, Any]) -> None:
 
 SPLIT = Case(
     name="rescale-split", job="rescale", prepare=_nothing,
-    args=lambda ctx: ["split", "--db", ctx.db.url, "--into", "2", "--to",
+    args=lambda ctx: ["split", "--db", ctx.db.url, "--into", "2", "--fence-source", "--to",
                       f"s3://{ctx.db.bucket}/{ctx.db.path}-shard-{{i}}"],
     dag=lambda ctx: ("slatelib_rescale", {
         "command": "split", "db": ctx.db.url, "into": 2, "dry_run": False,
+        "fence_source": True,
         "to": f"s3://{ctx.db.bucket}/{ctx.db.path}-shard-{{i}}"}),
     check=_split_check)
 
@@ -132,7 +138,7 @@ def _merge_prepare(ctx: Ctx) -> None:
 
     store = ctx.db.store()
     report = split_database(ctx.db.path, store, [_shard(ctx, 0), _shard(ctx, 1)],
-                            settings=Settings(), options=RescaleOptions())
+                            settings=Settings(), options=RescaleOptions(fence_source=True))
     assert report.status == "done", report.to_dict()
 
 
@@ -145,9 +151,9 @@ MERGE = Case(
     name="rescale-merge", job="rescale", prepare=_merge_prepare,
     args=lambda ctx: ["merge", "--source", f"s3://{ctx.db.bucket}/{_shard(ctx, 0)}",
                       "--source", f"s3://{ctx.db.bucket}/{_shard(ctx, 1)}",
-                      "--to", f"s3://{ctx.db.bucket}/{ctx.db.path}-merged"],
+                      "--fence-source", "--to", f"s3://{ctx.db.bucket}/{ctx.db.path}-merged"],
     dag=lambda ctx: ("slatelib_rescale", {
-        "command": "merge", "dry_run": False,
+        "command": "merge", "dry_run": False, "fence_source": True,
         "sources": [f"s3://{ctx.db.bucket}/{_shard(ctx, i)}" for i in range(2)],
         "to": f"s3://{ctx.db.bucket}/{ctx.db.path}-merged"}),
     check=_merge_check)
@@ -199,42 +205,52 @@ def coordinator_settings() -> DbSettings:
 
 
 class BusyWriter:
-    """An official writer with a coordinator, writing durable batches on a thread and
-    flushing an L0 after each, for ``duration_s`` or until :meth:`stop`."""
+    """An official writer with a coordinator, on a thread of its own (with its own event
+    loop): durable batches, an L0 flushed after each, for ``duration_s`` or until
+    :meth:`stop`. ``acked`` is what a reader must see once it stopped."""
 
     def __init__(self, ctx: Ctx, duration_s: float = 30.0) -> None:
+        self.ctx = ctx
         self.deadline = time.monotonic() + duration_s
-        self.db = OfficialDb.open(official_store(ctx.cluster, ctx.db.bucket), ctx.db.path,
-                                  coordinator_settings())
         self.acked: dict[bytes, bytes] = dict(ctx.db.model.live())
         self.n = 0
         self._stop = threading.Event()
+        self._ready = threading.Event()
         self.error: BaseException | None = None
-        self.batch()
-        self.batch()  # two L0s: the coordinator schedules a compaction at once
-        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+        self._ready.wait(120)
+        assert self.error is None and self._ready.is_set(), self.error
 
-    def batch(self) -> None:
+    def _batch(self, db: OfficialDb) -> None:
         ops = [Put(b"key:%06d" % ((self.n + i) * 7919 % 3000), b"w%08d" % (self.n + i) * 4)
                for i in range(200)]
-        run(run(self.db.db.write(to_batch(ops))).await_durable())
+        run(run(db.db.write(to_batch(ops))).await_durable())
         for op in ops:
             self.acked[op.key] = op.value
         self.n += len(ops)
-        self.db.flush_memtable()
+        db.flush_memtable()
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
         try:
-            while not self._stop.wait(0.5) and time.monotonic() < self.deadline:
-                self.batch()
+            db = OfficialDb.open(official_store(self.ctx.cluster, self.ctx.db.bucket),
+                                 self.ctx.db.path, coordinator_settings())
+            try:
+                self._batch(db)
+                self._batch(db)  # two L0s: the coordinator schedules a compaction at once
+                self._ready.set()
+                while not self._stop.wait(0.5) and time.monotonic() < self.deadline:
+                    self._batch(db)
+            finally:
+                db.close()
         except BaseException as exc:  # reported by stop()
             self.error = exc
+            self._ready.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self.thread.join(60)
-        self.db.close()
+        self.thread.join(120)
+        assert not self.thread.is_alive(), "the official writer did not stop"
         assert self.error is None, self.error
 
 
@@ -248,6 +264,7 @@ def _worker_finish(ctx: Ctx) -> None:
 
 def _worker_check(ctx: Ctx, report: dict[str, Any]) -> None:
     assert report["status"] == "success", json.dumps(report, indent=1)[-3000:]
+    assert report["mode"] == "worker"
     assert report["totals"]["compacted"] >= 1, report["totals"]
     assert report["totals"]["failed"] == 0, report["totals"]
     assert ctx.db.read() == ctx.extra["writer"].acked

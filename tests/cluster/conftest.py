@@ -16,8 +16,13 @@ import pytest
 from tests.cluster.harness import NODE_ENV, PACKED_ENV, Cluster
 
 CLUSTER_TOML = """\
-# The cluster tier's settings: small databases still split into several key ranges, and
-# the standing modes poll fast.
+# The cluster tier's settings: small databases still split into several key ranges, the
+# standing modes poll fast, and a store that does not answer fails in seconds.
+[object_store]
+max_retries = 1
+retry_timeout = "5s"
+[retry]
+max_attempts = 2
 [compaction]
 min_range_bytes = "1"
 [worker]
@@ -28,6 +33,7 @@ poll_interval = "300ms"
 status_interval = "1s"
 [gc]
 min_age_floor = "0s"
+driver_listing_max = 0              # list and decide on the executors, however small
 """
 
 

@@ -51,6 +51,12 @@ SECRET_KEY = "cluster-tier-secret"
 REGION = "us-east-1"
 WORKERS = ("w1", "w2")
 HIDDEN = (ROOT / ".venv", ROOT / ".venv-airflow", ROOT / "slatelib", ROOT / "jobs")
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+JOB_CONF = {"spark.executor.cores": "1", "spark.executor.memory": "768m",
+            "spark.driver.extraJavaOptions": QUICK_JVM,
+            "spark.executor.extraJavaOptions": QUICK_JVM}
+"""What every submission of the tier sets: one-core executors that fit the workers, and
+JVMs that start quickly (C1 only, serial GC: the tier's data is small)."""
 
 
 def _free_port(host: str) -> int:
@@ -114,6 +120,7 @@ class Cluster:
     s3_endpoint: str = ""
     addresses: dict[str, str] = field(default_factory=dict)
     driver_host: str = "127.0.0.1"
+    events_from: int = 0
 
     # -- start and stop ------------------------------------------------------------------
     def start(self) -> Cluster:
@@ -258,7 +265,9 @@ class Cluster:
 
     # -- the object store ----------------------------------------------------------------
     def set_rules(self, **rules: Any) -> None:
-        """Replace the gate's rules (``access_key`` is always required)."""
+        """Replace the gate's rules (``access_key`` is always required); :meth:`events` and
+        :meth:`wait_event` then see only what happens from now on."""
+        self.events_from = len(self.events(everything=True))
         rules.setdefault("access_key", ACCESS_KEY)
         tmp = self.control / "rules.json.tmp"
         tmp.write_text(json.dumps(rules))
@@ -268,11 +277,13 @@ class Cluster:
     def release(self, hold_id: str, action: str = "apply") -> None:
         (self.control / "release" / hold_id).write_text(action)
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, *, everything: bool = False) -> list[dict[str, Any]]:
+        """The gate's events since the last :meth:`set_rules` (``everything``: all)."""
         path = self.control / "events.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+        return [json.loads(ln) for ln in lines[0 if everything else self.events_from:]]
 
     def wait_event(self, predicate: Any, timeout_s: float = 120,
                    proc: subprocess.Popen[str] | None = None) -> dict[str, Any]:
@@ -344,9 +355,8 @@ class Cluster:
                           submit: Sequence[str] = ()) -> list[str]:
         argv = [str(VENV / "bin" / "spark-submit"), "--master", self.master_url,
                 *self.ship_conf(ship),
-                "--conf", f"spark.pyspark.driver.python={VENV / 'bin' / 'python'}",
-                "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=768m"]
-        for key, value in (conf or {}).items():
+                "--conf", f"spark.pyspark.driver.python={VENV / 'bin' / 'python'}"]
+        for key, value in {**JOB_CONF, **(conf or {})}.items():
             argv += ["--conf", f"{key}={value}"]
         return [*argv, *submit, str(ROOT / "jobs" / f"{job}.py"), *args]
 
@@ -357,8 +367,7 @@ class Cluster:
             argv += ["--executor-env", str(PACKED_ENV)]
         elif ship == "node":
             argv += ["--spark-conf", f"spark.pyspark.python={NODE_ENV / 'bin' / 'python'}"]
-        for key, value in {"spark.executor.cores": "1", "spark.executor.memory": "768m",
-                           **(conf or {})}.items():
+        for key, value in {**JOB_CONF, **(conf or {})}.items():
             argv += ["--spark-conf", f"{key}={value}"]
         return argv
 
@@ -382,6 +391,17 @@ class Cluster:
             d = self.worker_dir(name) / app_id
             if d.is_dir():
                 out[name] = sorted(p.name for p in d.iterdir() if p.is_dir())
+        return out
+
+    def processes(self, worker: str) -> list[str]:
+        """What runs on ``worker`` (pid and command line), for failure messages."""
+        out = []
+        for pid in self.net.pids(worker) if self.net is not None else []:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            out.append(f"{pid}: {cmd.decode(errors='replace')[:160]}")
         return out
 
     def executor_pids(self, worker: str) -> list[int]:

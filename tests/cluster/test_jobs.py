@@ -7,9 +7,10 @@ Each run must have executed its tasks on the workers' executors (the report's
 and the workers made executor directories for the application), and the official 0.17
 reader must read exactly what was written.
 
-Executors get slatelib the two supported ways: ``spark-submit`` and Airflow ship the
-packed env (``--archives ...#env``), ``slate-spark`` uses the node install (slatelib
-installed from the wheel on every node, ``spark.pyspark.python``).
+Executors get slatelib the two supported ways: the packed env (``--archives ...#env``,
+``slate-spark --executor-env``, the DAG's ``executor_env``) in the runs of :data:`PACKED`,
+and the node install (slatelib installed from the wheel on every node,
+``spark.pyspark.python``) in the others.
 """
 
 from __future__ import annotations
@@ -20,12 +21,29 @@ from typing import Any
 import pytest
 
 from tests.cluster.cases import CASES, Case, Ctx, new_ctx
-from tests.cluster.harness import PACKED_ENV, ROOT, WORKERS, Cluster, RunResult
+from tests.cluster.harness import (
+    JOB_CONF,
+    NODE_ENV,
+    PACKED_ENV,
+    ROOT,
+    WORKERS,
+    Cluster,
+    RunResult,
+)
 from tests.dags.airflow_env import probe
 
 pytestmark = pytest.mark.cluster
 
-EXECUTOR_CONF = {"spark.executor.cores": "1", "spark.executor.memory": "768m"}
+PACKED = {("spark-submit", "compact-l0"), ("spark-submit", "rescale-split"),
+          ("spark-submit", "export-delta"), ("slate-spark", "compact-full"),
+          ("airflow", "compact-size-tiered"), ("airflow", "rescale-merge")}
+"""The runs whose executors get the packed env (``--archives``, ``--executor-env``, the DAG's
+``executor_env``); the others use the node install. Every executor unpacks the archive for
+every application, so the tier ships it only where it tests something."""
+
+
+def ship(way: str, case: Case) -> str:
+    return "packed" if (way, case.name) in PACKED else "node"
 
 
 def job_args(cluster: Cluster, ctx: Ctx, case: Case) -> list[str]:
@@ -35,8 +53,8 @@ def job_args(cluster: Cluster, ctx: Ctx, case: Case) -> list[str]:
 def submit(cluster: Cluster, ctx: Ctx, case: Case, way: str) -> RunResult:
     args = job_args(cluster, ctx, case)
     if way == "spark-submit":
-        return cluster.run(cluster.spark_submit_argv(case.job, args, ship="packed"))
-    return cluster.run(cluster.slate_spark_argv(case.job, args, ship="node"))
+        return cluster.run(cluster.spark_submit_argv(case.job, args, ship=ship(way, case)))
+    return cluster.run(cluster.slate_spark_argv(case.job, args, ship=ship(way, case)))
 
 
 def assert_ran_on_the_workers(cluster: Cluster, report: dict[str, Any]) -> None:
@@ -72,6 +90,15 @@ def test_the_job_runs_on_the_cluster(cluster: Cluster, cluster_conf: Path, case:
 
 
 # -- the Airflow DAGs ----------------------------------------------------------------------
+def dag_ship(case: Case) -> dict[str, Any]:
+    """The DAG params for the executors' code: the packed env (``executor_env``, the
+    default) or the node install (no archive, ``spark.pyspark.python``)."""
+    if ship("airflow", case) == "packed":
+        return {"executor_env": str(PACKED_ENV), "spark_conf": JOB_CONF}
+    return {"executor_env": "", "spark_conf": {
+        **JOB_CONF, "spark.pyspark.python": str(NODE_ENV / "bin" / "python")}}
+
+
 @pytest.fixture(scope="module")
 def dag_runs(cluster: Cluster, cluster_conf: Path,
              tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Ctx, dict[str, Any]]]:
@@ -90,8 +117,8 @@ def dag_runs(cluster: Cluster, cluster_conf: Path,
         dag_id, conf = case.dag(ctx)
         runs.append({"dag_id": dag_id, "conf": {
             **conf, "runner": "spark_submit_operator", "spark_conn_id": "spark_default",
-            "executor_env": str(PACKED_ENV), "spark_conf": EXECUTOR_CONF,
-            "conf_files": [str(cluster_conf)], "env_files": [str(cluster.env_file())]}})
+            **dag_ship(case), "conf_files": [str(cluster_conf)],
+            "env_files": [str(cluster.env_file())]}})
     try:
         result = probe(tmp, runs, connection={"conn_type": "spark", "host": f"spark://{host}",
                                               "port": int(port)},

@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,15 +123,22 @@ StoreRoot: TypeAlias = "str | PathLike[str] | ObjectStore"
 
 # ------------------------------------------------------------------------------ event loop
 _loop: asyncio.AbstractEventLoop | None = None
+_thread_loops = threading.local()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine of the official API to completion.
 
-    Every call uses the same private event loop, so objects made by one call (a ``Db``, an
-    iterator) can be used by the next.
+    Every call of a thread uses the same private event loop of that thread, so objects
+    made by one call (a ``Db``, an iterator) can be used by the next; the main thread's
+    loop is closed at exit, another thread's when the thread ends.
     """
     global _loop
+    if threading.current_thread() is not threading.main_thread():
+        loop = getattr(_thread_loops, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = _thread_loops.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coro)
     if _loop is None or _loop.is_closed():
         _loop = asyncio.new_event_loop()
     return _loop.run_until_complete(coro)

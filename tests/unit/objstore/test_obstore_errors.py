@@ -105,3 +105,23 @@ def test_transient_markers_ignore_the_debug_section_and_retry_timeout() -> None:
 def test_is_panic_recognizes_pyo3_panics_by_name() -> None:
     assert is_panic(PanicException("boom"))
     assert not is_panic(RuntimeError("boom"))
+
+
+NO_ROLE = (
+    "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 1.9s, "
+    "after 10 retries, max_retries: 10, retry_timeout: 180s  - HTTP error: error sending "
+    "request"
+)
+
+
+def test_a_credential_chain_without_credentials_is_not_retried_and_says_why() -> None:
+    """An executor given no keys and no role: obstore already retried the metadata endpoint
+    ten times; the request must not be retried again (it would take minutes to fail)."""
+    err = map_error(oe.GenericError(NO_ROLE), op="get_range", path="db/x.sst", url="s3://b")
+    assert type(err) is StorageError
+    text = str(err)
+    assert text.startswith("s3://b: get_range 'db/x.sst': Generic S3 error")
+    assert "no credentials" in text and "spark.executorEnv" in text and "--env-file" in text
+    # a plain connection failure to the endpoint stays transient
+    assert type(map_error(oe.GenericError(CONNECT), op="get", path="x", url="s3://b")) \
+        is UnavailableError

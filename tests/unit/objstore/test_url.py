@@ -316,6 +316,25 @@ def test_object_store_settings_sit_below_the_environment() -> None:
                         s3_option_sources({}, {}, bad["s3"]))
 
 
+def test_the_http_client_retries_are_settings_of_every_cloud_scheme() -> None:
+    """A store that does not answer fails in ``max_retries`` tries within ``retry_timeout``
+    (obstore retries that long before slatelib's own ``[retry]`` attempts)."""
+    from slatelib.config import ObjectStoreSettings, load_settings
+    from slatelib.objstore.url import _split_client_options, conf_store_defaults
+
+    conf = ObjectStoreSettings(max_retries=1, retry_timeout=5.0)
+    for scheme in ("s3", "gs", "az"):
+        assert conf_store_defaults(conf)[scheme] == {"max_retries": "1",
+                                                     "retry_timeout_s": "5.0"}
+    client, retry = _split_client_options({"max_retries": "1", "retry_timeout_s": "5.0"})
+    assert client == {} and retry["max_retries"] == 1
+    assert retry["retry_timeout"].total_seconds() == 5.0
+    assert conf_store_defaults(ObjectStoreSettings()) == {}
+    parsed = load_settings([], env={"SLATELIB_OBJECT_STORE__RETRY_TIMEOUT": "2min",
+                                    "SLATELIB_OBJECT_STORE__MAX_RETRIES": "3"})
+    assert (parsed.object_store.retry_timeout, parsed.object_store.max_retries) == (120.0, 3)
+
+
 def test_registered_store_defaults_travel_in_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     from slatelib.config import ObjectStoreSettings
     from slatelib.objstore.url import set_store_defaults, store_defaults
