@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
+        test-dags test-cluster test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
 test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.test() on real Airflow 3.3.2 (.venv-airflow)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/dags -q
 
+test-cluster: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark standalone cluster (a master, two one-core workers in network namespaces), three ways each, and its faults
+	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/cluster -q
+
 test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
 	$(PYTEST) tests/faults -q
 
@@ -76,7 +79,7 @@ soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(AIRFLOW_STAMP) ## every suite but the benchmarks (the command CI runs)
+test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every suite but the benchmarks (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 
 run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
