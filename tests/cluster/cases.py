@@ -4,6 +4,7 @@ afterwards. ``test_jobs.py`` submits each case three ways."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slatelib.config import Settings
+from slatedb.uniffi import FlushOptions, FlushType
+
+from slatelib.config import CompactionSettings, Settings
 from slatelib.ops.compaction import run_compaction
 from tests.cluster.data import Db, l0_count, official_store, sorted_runs, write_official
 from tests.cluster.harness import Cluster
@@ -78,10 +81,13 @@ def _compact(policy: str) -> Case:
 
 # -- gc ------------------------------------------------------------------------------------
 def _gc_prepare(ctx: Ctx) -> None:
-    """Compact the L0s here (no Spark), so that they become garbage, then flush a newer L0
+    """Compact the L0s here (no Spark), so that they become garbage once the compaction's
+    protecting checkpoint (made to expire at once here) is gone, then flush a newer L0
     (0.17 deletes unreferenced SSTs only when they are older than the newest L0)."""
     store = ctx.db.store()
-    run_compaction(ctx.db.path, store, settings=Settings(), policy="l0")
+    quick = Settings(compaction=CompactionSettings(checkpoint_lifetime=1.0))
+    run_compaction(ctx.db.path, store, settings=quick, policy="l0")
+    time.sleep(1.5)
     with OfficialDb.open(official_store(ctx.cluster, ctx.db.bucket), ctx.db.path,
                          DbSettings(compactor=False), model=ctx.db.model) as db:
         db.write([Put(b"key:after-compaction", b"newer L0")])
@@ -217,6 +223,7 @@ class BusyWriter:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self.error: BaseException | None = None
+        self.stalled = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
         self._ready.wait(120)
@@ -225,11 +232,17 @@ class BusyWriter:
     def _batch(self, db: OfficialDb) -> None:
         ops = [Put(b"key:%06d" % ((self.n + i) * 7919 % 3000), b"w%08d" % (self.n + i) * 4)
                for i in range(200)]
-        run(run(db.db.write(to_batch(ops))).await_durable())
+
+        async def durable() -> None:
+            await (await db.db.write(to_batch(ops))).await_durable()
+            await db.db.flush_with_options(FlushOptions(flush_type=FlushType.MEM_TABLE))
+
+        # A write that waits this long is stalled (L0 full: nothing compacts): the writer
+        # stops there, and the batch was never acknowledged.
+        run(asyncio.wait_for(durable(), timeout=90))
         for op in ops:
             self.acked[op.key] = op.value
         self.n += len(ops)
-        db.flush_memtable()
 
     def _run(self) -> None:
         try:
@@ -242,14 +255,16 @@ class BusyWriter:
                 while not self._stop.wait(0.5) and time.monotonic() < self.deadline:
                     self._batch(db)
             finally:
-                db.close()
+                db.close(flush=None)  # every acknowledged batch is durable already
+        except TimeoutError:
+            self.stalled = True
         except BaseException as exc:  # reported by stop()
             self.error = exc
             self._ready.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self.thread.join(120)
+        self.thread.join(180)
         assert not self.thread.is_alive(), "the official writer did not stop"
         assert self.error is None, self.error
 
@@ -267,6 +282,7 @@ def _worker_check(ctx: Ctx, report: dict[str, Any]) -> None:
     assert report["mode"] == "worker"
     assert report["totals"]["compacted"] >= 1, report["totals"]
     assert report["totals"]["failed"] == 0, report["totals"]
+    assert not ctx.extra["writer"].stalled, "the official writer stalled: L0 was full"
     assert ctx.db.read() == ctx.extra["writer"].acked
 
 
