@@ -25,13 +25,16 @@ from typing import Any
 
 import pytest
 
-from slatelib.config import Settings
+from slatelib.config import Settings, load_settings
 from slatelib.errors import ObjectMissingError
 from slatelib.ids import ulid_to_str
 from slatelib.ops.compaction import run_compaction
+from slatelib.ops.gc import collect_garbage
+from slatelib.ops.job_report import compact_db_fields
 from slatelib.store.manifest_store import ManifestStore
 from tests.cluster.data import Db, official_store, write_official
-from tests.cluster.harness import WORKERS, Cluster
+from tests.cluster.harness import WORKERS, Cluster, RunResult
+from tests.cluster.test_jobs import assert_ran_on_the_workers
 from tests.interop.official import DbSettings, OfficialDb, Put
 
 pytestmark = pytest.mark.cluster
@@ -115,6 +118,7 @@ def test_an_executor_killed_mid_job_loses_nothing(cluster: Cluster, cluster_conf
         if proc.poll() is None:
             proc.kill()
     assert code == 0, err[-6000:]
+    assert_ran_on_the_workers(cluster, RunResult([], code, out, err).report)
     orphan = held["path"].split("/", 2)[2]  # <db path>/compacted/<ulid>.sst
     orphan_db, _, orphan_name = orphan.rpartition("/compacted/")
     store = db.store()
@@ -142,10 +146,8 @@ def test_an_executor_killed_mid_job_loses_nothing(cluster: Cluster, cluster_conf
                 w.flush_memtable()
             if compact_after:
                 run_compaction(db.path, store, settings=Settings(), policy="l0")
-        gc = cluster.run(cluster.spark_submit_argv("gc", args(
-            cluster, cluster_conf, "--db", db.url, "--no-dry-run", "--min-age", "0s"),
-            ship="node"))
-        assert gc.returncode == 0, gc.explain()
+        gc = collect_garbage(db.path, store, min_age=0.0, force=True, dry_run=False)
+        assert gc.kind("compacted").deleted >= 1
         assert not exists(store, orphan), "GC left the killed attempt's orphan"
         assert db.read() == db.model.live()
 
@@ -171,9 +173,11 @@ def test_speculative_copies_change_nothing(cluster: Cluster, cluster_conf: Path)
     plain = write_official(cluster, l0s=4, seed=23)
     twin = write_official(cluster, l0s=4, seed=23)
     assert plain.model.live() == twin.model.live()
-    control = cluster.run(cluster.spark_submit_argv("compact", args(
-        cluster, cluster_conf, "--db", plain.url, "--policy", "l0"), ship="node"))
-    assert control.returncode == 0, control.explain()
+    # The run without speculation: the same library compaction, in this process.
+    control = {"databases": [compact_db_fields(run_compaction(
+        plain.path, plain.store(), settings=load_settings([cluster_conf]), policy="l0",
+        parallelism=2).to_dict())]}
+    assert control["databases"][0]["outcome"] == "committed"
 
     hold_first_sst(cluster, f"{twin.bucket}/{twin.path}", "slow")
     proc = cluster.start_run(cluster.spark_submit_argv("compact", args(
@@ -187,16 +191,15 @@ def test_speculative_copies_change_nothing(cluster: Cluster, cluster_conf: Path)
         if proc.poll() is None:
             proc.kill()
     assert code == 0, err[-6000:]
-    from tests.cluster.harness import RunResult
-
     report = RunResult([], code, out, err).report
+    assert_ran_on_the_workers(cluster, report)
     cluster.wait_event(lambda e: e.get("path") == held["path"] and e.get("status") == 200)
     ssts = [e for e in cluster.events() if e.get("status") == 200 and e["method"] == "PUT"
             and e["path"].startswith(f"/{twin.bucket}/{twin.path}/compacted/")]
     (entry,) = report["databases"]
     assert len(ssts) > entry["tasks"], "no speculative copy wrote an SST"
     assert {e["source"] for e in ssts} == {cluster.addresses[w] for w in WORKERS}
-    assert run_summary(twin, report) == run_summary(plain, control.report)
+    assert run_summary(twin, report) == run_summary(plain, control)
     names = referenced(twin)
     assert len(names) == len(set(names)) == len(run_summary(twin, report)["ssts"])
     slow_name = held["path"].rsplit("/", 1)[1]
@@ -261,5 +264,6 @@ def test_a_driver_killed_before_its_commit_is_finished_by_a_rerun(
     assert db.read() == db.model.live()
     rerun = cluster.run(argv)
     assert rerun.returncode == 0, rerun.explain()
+    assert_ran_on_the_workers(cluster, rerun.report)
     assert not db.manifest().l0 and db.manifest().compacted
     assert db.read() == db.model.live()
