@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -181,5 +181,25 @@ def test_a_packed_env_that_cannot_start_says_why(cluster: Cluster, cluster_conf:
     assert db.read() == db.model.live()
 
 
-def _unused(_: Any) -> None:
-    return None
+@pytest.mark.parametrize("ship", ["packed", "node"])
+def test_executors_see_neither_the_checkout_venv_nor_its_sources(cluster: Cluster,
+                                                                 ship: str) -> None:
+    """The workers are other hosts: the checkout's venv and sources are empty there, and
+    executors import slatelib from what the cluster gave them."""
+    root = Path(__file__).resolve().parents[2]
+    hidden = [str(root / ".venv"), str(root / "slatelib"), str(root / "jobs")]
+    argv = cluster.spark_submit_argv("compact", hidden, ship=ship)
+    argv[argv.index(str(root / "jobs" / "compact.py"))] = str(
+        Path(__file__).with_name("probe_app.py"))
+    result = cluster.run(argv)
+    assert result.returncode == 0, result.explain()
+    (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("{")]
+    tasks = json.loads(line)["tasks"]
+    for t in tasks:
+        if cluster.net is not None:  # on the workers' hosts, where the checkout is empty
+            assert t["host"] in ("w1", "w2"), t
+            assert all(seen == [] for seen in t["dirs"].values()), t
+        if ship == "packed":
+            assert t["slatelib"].startswith(t["cwd"] + "/env/"), t
+        else:
+            assert t["slatelib"].startswith(str(NODE_ENV)), t
