@@ -115,9 +115,10 @@ def visible(rows_by_source: Iterable[Iterable[Row]],
 
 
 # --------------------------------------------- a stand-in for a 0.17 coordinator (worker mode)
-def schedule_compaction(store: ObjectStore, root: str) -> int:
-    """What a 0.17 coordinator does before a worker can act: plan (every L0 view) and list
-    the compaction Scheduled in ``compactions/``. Returns its id."""
+def schedule_compaction(store: ObjectStore, root: str, spec: Any = None) -> int:
+    """What a 0.17 coordinator does before a worker can act: plan (every L0 view of the
+    first tree that has some) and list the compaction Scheduled in ``compactions/``; or
+    list ``spec`` (a compactions-file spec, e.g. a ``DrainSegmentSpec``). Returns its id."""
     from slatelib.clock import SYSTEM_CLOCK
     from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction
     from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
@@ -126,10 +127,12 @@ def schedule_compaction(store: ObjectStore, root: str) -> int:
     m = ManifestStore(store, root).read_latest().value
     cs = CompactionsStore(store, root)
     cur = cs.try_read_latest()
-    spec = plan_compaction(m, None if cur is None else cur.value, PlanOptions(Policy.L0))
-    assert spec is not None
+    if spec is None:
+        planned = plan_compaction(m, None if cur is None else cur.value, PlanOptions(Policy.L0))
+        assert planned is not None
+        spec = planned.to_tiered()
     cid = _ids.new(SYSTEM_CLOCK.now_ms())
-    entry = Compaction(id=cid, spec=spec.to_tiered(), status=CompactionStatus.SCHEDULED)
+    entry = Compaction(id=cid, spec=spec, status=CompactionStatus.SCHEDULED)
     if cur is None:
         cs.write(1, Compactions(compactor_epoch=1, recent_compactions=(entry,)))
     else:
