@@ -41,7 +41,6 @@ from tests.interop.official import (
     OfficialDb,
     Put,
     read_all,
-    run,
 )
 
 pytestmark = pytest.mark.interop
