@@ -235,3 +235,29 @@ def test_an_empty_output_keeps_an_empty_run_in_the_top_level_tree_too(tmp_path: 
         m = manifest(root)
         assert [(r.id, r.views) for r in m.compacted] == [(0, ())], side
         assert m.l0 == ()
+
+
+def test_a_live_official_writer_keeps_our_segment_compaction(tmp_path: Path) -> None:
+    """Our commit while an official writer (no compactor of its own) keeps flushing: its
+    next manifest merges our segments (runs kept, compacted L0s gone by the cursor), and
+    it reads everything back."""
+    from tests.interop.official import Model
+
+    root = tmp_path / "live"
+    root.mkdir()
+    model = Model()
+    with OfficialDb.open(root, PATH, DbSettings(block_size=BLOCK, compactor=False),
+                         model=model, segment_extractor=EX) as db:
+        for r in range(3):
+            db.write([Put(p + b"%03d" % i, b"%d" % r) for p in (b"aaa:", b"bbb:")
+                      for i in range(0, 90, r + 1)])
+            db.flush_memtable()
+        report = ours_compact(root, "l0")  # while the writer is open
+        db.write([Put(b"aaa:new", b"n"), Put(b"ccc:001", b"c"), Delete(b"bbb:000")])
+        db.flush_memtable()  # the writer's manifest update must keep our runs
+        assert db.scan() == model.items()
+    m = manifest(root)
+    shape_ = {s.prefix: (len(s.l0), [r.id for r in s.compacted]) for s in m.segments or ()}
+    assert shape_ == {b"aaa:": (1, [0]), b"bbb:": (1, [1]), b"ccc:": (1, [])}, shape_
+    assert [c["destination"] for c in report.to_dict()["compactions"]] == [0, 1]
+    assert read_all(root, PATH, segment_extractor=EX) == model.items()
