@@ -31,11 +31,9 @@ with ``release=True`` (SIGTERM) running jobs are handed back at once; otherwise 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -67,15 +65,22 @@ from slatelib.errors import (
     InvalidArgumentError,
     SlateError,
 )
-from slatelib.exit_codes import EXIT_DATA, EXIT_NAMES, EXIT_OK, exit_code_for
+from slatelib.exit_codes import EXIT_OK, exit_code_for
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources
 from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views, split_ranges
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
-from slatelib.ops.compaction.service import iso_ms, status_path, write_status
+from slatelib.ops.compaction.service import status_path, write_status
 from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskFailure, TaskOutcome
+from slatelib.ops.compaction.worker_report import (
+    DbStats,
+    RunningJob,
+    first_problem,
+    worker_report,
+    worker_status,
+)
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
@@ -87,9 +92,6 @@ from slatelib.txn import update_versioned
 __all__ = ["CompactionWorker", "WorkerDb", "WorkerOptions", "new_worker_id"]
 
 log = logging.getLogger(__name__)
-
-JOBS_KEPT = 200
-"""Jobs listed per database in the report (the counters cover all of them)."""
 
 RETRY_AFTER_S = 300.0
 """A job that failed here is not claimed again by this worker before this many seconds."""
@@ -199,42 +201,6 @@ class _Job:
             return self.ctx
 
 
-@dataclass
-class _DbStats:
-    claimed: int = 0
-    compacted: int = 0
-    released: int = 0
-    lost: int = 0
-    failed: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    ranges_resumed: int = 0
-    last_error: dict[str, str] | None = None
-    poll_error_code: int = EXIT_OK
-    """The exit code of the last poll's failure (0 once a poll succeeds)."""
-    failed_entries: dict[Ulid, int] = field(default_factory=dict)
-    """Entries handed back after failing here, with their exit code, until one of our
-    later runs of the entry compacts it."""
-    jobs: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=JOBS_KEPT))
-    """The latest jobs (a standing worker runs for days: older ones are only counted)."""
-    declined: dict[Ulid, dict[str, Any]] = field(default_factory=dict)
-    """Scheduled entries this worker will not execute, by id (each logged once)."""
-    last_poll_ms: int | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """What this database's work left undone says (0: nothing): a declined entry is
-        unsupported data (5), else the code of a job handed back after failing, else of
-        the last poll's failure."""
-        if self.declined:
-            return EXIT_DATA
-        for code in self.failed_entries.values():
-            return code
-        return self.poll_error_code
-
-
 class _ProgressRunner:
     """Runs each task on its own through ``inner`` (one Spark job per range), ``slots`` at
     a time, so that every finished range is recorded as soon as it is done."""
@@ -292,7 +258,7 @@ class CompactionWorker:
         self._stop = threading.Event()
         self._beat_stop = threading.Event()
         self._release_on_stop = False
-        self._stats: dict[str, _DbStats] = {}
+        self._stats: dict[str, DbStats] = {}
         self._skip_until: dict[tuple[str, Ulid], float] = {}
         self._dbs: list[WorkerDb] = []
         self._errors: list[dict[str, str]] = []
@@ -313,8 +279,8 @@ class CompactionWorker:
         with self._jobs_lock:
             return list(self._jobs.values())
 
-    def _stats_for(self, db: WorkerDb) -> _DbStats:
-        return self._stats.setdefault(db.name, _DbStats())
+    def _stats_for(self, db: WorkerDb) -> DbStats:
+        return self._stats.setdefault(db.name, DbStats())
 
     # --------------------------------------------------------------------- loop
     def run(self) -> dict[str, Any]:
@@ -626,71 +592,29 @@ class CompactionWorker:
                             "by another worker); stopping it", j.label)
 
     # ------------------------------------------------------------------- report
-    DECLINED_LISTED = 50
-    """Declined entries listed per database in the report and status (all are counted)."""
-
-    def _db_entry(self, db: WorkerDb) -> dict[str, Any]:
-        s = self._stats_for(db)
-        code = s.exit_code
-        entry: dict[str, Any] = {
-            "db": db.name, "status": EXIT_NAMES.get(code, "error"), "exit_code": code,
-            "claimed": s.claimed, "compacted": s.compacted, "released": s.released,
-            "lost": s.lost, "failed": s.failed, "declined": len(s.declined),
-            "rows_in": s.rows_in, "rows_out": s.rows_out, "bytes_in": s.bytes_in,
-            "bytes_out": s.bytes_out, "ranges_resumed": s.ranges_resumed,
-            "declined_entries": list(s.declined.values())[-self.DECLINED_LISTED:],
-            "jobs": list(s.jobs)}
-        if s.last_error:
-            entry["last_error"] = s.last_error
-        return entry
-
     def report(self, seconds: float) -> dict[str, Any]:
-        dbs = []
-        totals = dict.fromkeys(("claimed", "compacted", "released", "lost", "failed",
-                                "declined", "rows_in", "rows_out", "bytes_in",
-                                "bytes_out"), 0)
-        for db in self._dbs:
-            entry = self._db_entry(db)
-            for k in totals:
-                totals[k] += int(entry[k])
-            dbs.append(entry)
-        return {"mode": "worker", "worker_id": self.worker_id, "polls": self.polls,
-                "totals": totals, "databases": dbs, "seconds": round(seconds, 3)}
+        return worker_report(self.worker_id, self.polls,
+                             [(db.name, self._stats_for(db)) for db in self._dbs], seconds)
 
     def exit_code(self) -> int:
         """The process exit code of a run that stopped by ``until_idle``: the first
-        database's :attr:`_DbStats.exit_code` that is not 0 (a declined entry, a job left
+        database's :attr:`DbStats.exit_code` that is not 0 (a declined entry, a job left
         handed back after failing, a failing poll), else 0. Other stops exit 0 (their
         report and status file still count every declined entry)."""
         if not self.options.until_idle:
             return EXIT_OK
-        for db in self._dbs:
-            code = self._stats_for(db).exit_code
-            if code != EXIT_OK:
-                return code
-        return EXIT_OK
+        return first_problem(self._stats_for(db) for db in self._dbs)
 
     def status(self, *, final: bool = False) -> dict[str, Any]:
-        """The status file's content: the worker's state, and per database its counters,
-        running jobs and declined entries."""
-        now = self.clock.now_ms()
-        running = self._running()
-        dbs = []
-        for db in self._dbs:
-            entry = self._db_entry(db)
-            entry.pop("jobs")
-            entry["running"] = [{"id": ulid_to_str(j.compaction_id),
-                                 "ranges": len(j.work), "ranges_done": len(j.written)}
-                                for j in running if j.db.name == db.name]
-            last = self._stats_for(db).last_poll_ms
-            entry["last_poll_at"] = None if last is None else iso_ms(last)
-            dbs.append(entry)
-        report = self.report(0.0)
+        """The status file's content (:func:`worker_status`)."""
         state = "stopped" if final else "stopping" if self._stop.is_set() else "running"
-        return {"worker": "slatelib compaction worker", "worker_id": self.worker_id,
-                "pid": os.getpid(), "state": state, "started_at": iso_ms(self._started_ms),
-                "updated_at": iso_ms(now), "polls": self.polls,
-                "totals": report["totals"], "running": len(running), "databases": dbs}
+        running = self._running()
+        return worker_status(
+            self.worker_id, state=state, started_ms=self._started_ms,
+            now_ms=self.clock.now_ms(), polls=self.polls,
+            databases=[(db.name, self._stats_for(db), [
+                RunningJob(ulid_to_str(j.compaction_id), len(j.work), len(j.written))
+                for j in running if j.db.name == db.name]) for db in self._dbs])
 
     def write_status(self, *, final: bool = False) -> None:
         """Write the status file (when configured); a failure is logged, not raised."""
