@@ -38,8 +38,6 @@ def check_worker_args(args: argparse.Namespace) -> None:
     """Raises:
         InvalidArgumentError: an option of one-shot runs was given with ``--worker``."""
     given = [f"--{n.replace('_', '-')}" for n in ONE_SHOT_ONLY if getattr(args, n, None)]
-    if args.status_file:
-        given.append("--status-file")
     if given:
         raise InvalidArgumentError(
             f"{', '.join(given)} cannot be used with --worker: the coordinator decides what "
@@ -58,6 +56,7 @@ def worker_options(settings: Settings, args: argparse.Namespace) -> WorkerOption
         run_for_s=None if args.run_for is None else parse_duration(args.run_for,
                                                                     what="--run-for"),
         until_idle=bool(args.until_idle) or None,
+        status_file=args.status_file or None,
     )
     opts.check()
     return opts
@@ -83,8 +82,11 @@ def database_lister(args: argparse.Namespace) -> Callable[[], list[WorkerDb]]:
 def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
                task_fn: Callable[[CompactionTask], TaskOutcome],
                ) -> tuple[dict[str, Any], int]:
-    """Run worker mode until it stops. Returns the report and the exit code (0 unless the
-    arguments were bad: failing jobs are handed back and reported, not fatal).
+    """Run worker mode until it stops. Returns the report and the exit code: 2 for bad
+    arguments; with ``--until-idle``, the code of the first database whose scheduled work
+    this worker left undone (5: an entry it does not execute, such as a segment drain; a
+    failed job's code; a failing poll), else 0. Failing jobs are handed back and reported,
+    not fatal.
 
     Raises:
         InvalidArgumentError: bad options, or no database given.
@@ -112,6 +114,10 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
 
     with stop_on_signals(on_signal):
         report = worker.run()
+    code = worker.exit_code()
     report["job"] = "compact"
-    report["status"] = EXIT_NAMES[EXIT_OK]
-    return report, EXIT_OK
+    report["status"] = EXIT_NAMES.get(code, "error")
+    if code != EXIT_OK:
+        log.error("worker: scheduled work was left undone (see the report's databases: "
+                  "declined, failed, last_error); exit %d", code)
+    return report, code

@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "hand back what runs)")
     until.add_argument("--until-idle", action="store_true",
                        help="stop once nothing is scheduled and nothing runs")
-    mode.add_argument("--status-file", help="service mode: where to write the periodic JSON "
-                      "status (default [service] status_file)")
+    mode.add_argument("--status-file", help="worker and service modes: where to write the "
+                      "periodic JSON status (default [worker] / [service] status_file)")
     return p
 
 

@@ -243,6 +243,8 @@ class WorkerSettings:
     worker_heartbeat_timeout: float = field(default=30.0, metadata=DURATION)
     """The coordinators' setting (0.17 default 30s): heartbeats must come well within it."""
     discover_interval: float = field(default=60.0, metadata=DURATION)
+    status_interval: float = field(default=10.0, metadata=DURATION)
+    status_file: str = ""  # "" : no status file unless --status-file is given
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
+from slatelib.core.manifest import Manifest, Segment, SortedRun, SstHandle, SstView
 from slatelib.core.merge import MergeOperator, merge_sources, resolve_rows
 from slatelib.core.row import Row, compacted_order_key
 from slatelib.format.sst import SstWriter, SstWriterOptions
@@ -63,6 +63,34 @@ def flush_l0(store: ObjectStore, root: str, rows: Sequence[Row], *,
     return view
 
 
+def flush_segmented(store: ObjectStore, root: str, rows: Sequence[Row], *, prefix_len: int = 4,
+                    options: SstWriterOptions = SMALL, now_ms: int = NOW_MS) -> list[SstView]:
+    """A 0.17 memtable flush with a ``fixed<prefix_len>`` segment extractor (format
+    §5.5.8): one L0 SST per segment the rows touch, each prepended to its segment's ``l0``
+    (a new segment is added in prefix order), all in one manifest version."""
+    groups: dict[bytes, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r[0][:prefix_len], []).append(r)
+    written = {p: write_sst(store, root, rs, options, now_ms) for p, rs in sorted(groups.items())}
+    top = max(r[1] for r in rows)
+
+    def add(cur: Versioned[Manifest]) -> Manifest:
+        m = cur.value
+        segs = {s.prefix: s for s in m.segments or ()}
+        for prefix, h in written.items():
+            old = segs.get(prefix, Segment(prefix, None, (), ()))
+            segs[prefix] = replace(old, l0=(SstView.identity(h.id), *old.l0))
+        ssts = sorted((*m.ssts, *written.values()), key=lambda h: h.id)
+        seq = max(m.last_l0_seq, top)
+        return replace(m, segments=tuple(segs[p] for p in sorted(segs)), ssts=tuple(ssts),
+                       segment_extractor_name=f"fixed{prefix_len}", last_l0_seq=seq,
+                       last_l0_clock_tick=max(m.last_l0_clock_tick, now_ms),
+                       recent_snapshot_min_seq=seq)
+
+    update_versioned(ManifestStore(store, root), add)
+    return [SstView.identity(h.id) for h in written.values()]
+
+
 def add_run(store: ObjectStore, root: str, run_id: int, chunks: Sequence[Sequence[Row]], *,
             options: SstWriterOptions = SMALL, now_ms: int = NOW_MS) -> SortedRun:
     """Add a sorted run made of one SST per chunk (chunks in key order, disjoint)."""
@@ -87,9 +115,10 @@ def visible(rows_by_source: Iterable[Iterable[Row]],
 
 
 # --------------------------------------------- a stand-in for a 0.17 coordinator (worker mode)
-def schedule_compaction(store: ObjectStore, root: str) -> int:
-    """What a 0.17 coordinator does before a worker can act: plan (every L0 view) and list
-    the compaction Scheduled in ``compactions/``. Returns its id."""
+def schedule_compaction(store: ObjectStore, root: str, spec: Any = None) -> int:
+    """What a 0.17 coordinator does before a worker can act: plan (every L0 view of the
+    first tree that has some) and list the compaction Scheduled in ``compactions/``; or
+    list ``spec`` (a compactions-file spec, e.g. a ``DrainSegmentSpec``). Returns its id."""
     from slatelib.clock import SYSTEM_CLOCK
     from slatelib.core.compaction_plan import PlanOptions, Policy, plan_compaction
     from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
@@ -98,10 +127,12 @@ def schedule_compaction(store: ObjectStore, root: str) -> int:
     m = ManifestStore(store, root).read_latest().value
     cs = CompactionsStore(store, root)
     cur = cs.try_read_latest()
-    spec = plan_compaction(m, None if cur is None else cur.value, PlanOptions(Policy.L0))
-    assert spec is not None
+    if spec is None:
+        planned = plan_compaction(m, None if cur is None else cur.value, PlanOptions(Policy.L0))
+        assert planned is not None
+        spec = planned.to_tiered()
     cid = _ids.new(SYSTEM_CLOCK.now_ms())
-    entry = Compaction(id=cid, spec=spec.to_tiered(), status=CompactionStatus.SCHEDULED)
+    entry = Compaction(id=cid, spec=spec, status=CompactionStatus.SCHEDULED)
     if cur is None:
         cs.write(1, Compactions(compactor_epoch=1, recent_compactions=(entry,)))
     else:
@@ -131,5 +162,5 @@ def commit_reported(store: ObjectStore, root: str, cid: int) -> None:
     ms = ManifestStore(store, root)
     spec = spec_of(c, ms.read_latest().value)
     outs = [SstHandle(o.id, o.info, o.format_version) for o in c.output_ssts]
-    commit_manifest(ms, spec, outs, epoch=ms.read_latest().value.compactor_epoch,
+    commit_manifest(ms, [spec], [outs], epoch=ms.read_latest().value.compactor_epoch,
                     checkpoint_lifetime_s=60, clock=SYSTEM_CLOCK, timeout_s=30)

@@ -33,17 +33,18 @@ from slatelib.core.manifest import (
     I64_MIN,
     ExternalDb,
     Manifest,
+    Segment,
     SortedRun,
     SsTableInfo,
     SstHandle,
     SstView,
 )
 from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange
+from slatelib.core.segments import ROOT, Tree, check_antichain, segment_label, trees
 from slatelib.errors import (
     CorruptObjectError,
     InvalidArgumentError,
     InvalidDbStateError,
-    UnsupportedFeatureError,
 )
 from slatelib.ids import Ulid
 from slatelib.paths import is_under, normalize_path
@@ -137,13 +138,6 @@ def unflushed_wal_ids(m: Manifest) -> range:
     return range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
 
 
-def _no_segments(s: PinnedSource, why: str) -> None:
-    if s.manifest.has_segments:
-        raise UnsupportedFeatureError(
-            f"source {s.path!r} has segments (SlateDB RFC-0024); slatelib does not {why} "
-            "segmented databases")
-
-
 # --------------------------------------------------------------------------- ranges
 def physical_range(info: SsTableInfo, sst_id: Ulid) -> BytesRange:
     """``[first_entry, last_entry]`` of a compacted SST (to +inf without a last entry).
@@ -182,9 +176,11 @@ def _end_order(b: Bound) -> tuple[int, bytes, int]:
     return (1, b.key, 0 if b.kind == BoundKind.EXCLUDED else 1)
 
 
-def bounding_range(m: Manifest) -> BytesRange | None:
-    """The smallest range holding every view's effective range (None without views)."""
-    ranges = [r for v in m.all_views() if (r := effective_range(v, m)) is not None]
+def bounding_range(m: Manifest, views: Iterable[SstView] | None = None) -> BytesRange | None:
+    """The smallest range holding every view's effective range (``views``: those of one
+    tree; default every view of ``m``), None without views."""
+    ranges = [r for v in (m.all_views() if views is None else views)
+              if (r := effective_range(v, m)) is not None]
     if not ranges:
         return None
     start = min((r.start for r in ranges), key=_start_order)
@@ -232,25 +228,39 @@ def _project_run(views: Sequence[SstView], rng: BytesRange, m: Manifest) -> tupl
     return tuple(out)
 
 
+def _project_tree(t: Tree, rng: BytesRange, m: Manifest,
+                  ) -> tuple[tuple[SstView, ...], list[SortedRun]]:
+    l0 = _project_l0(t.l0, rng, m)
+    runs = []
+    for run in t.compacted:
+        views = _project_run(run.views, rng, m)
+        if views:
+            runs.append(SortedRun(run.id, views))
+    return l0, runs
+
+
 def project(m: Manifest, projection: BytesRange, *, path: str = "") -> Manifest:
     """``m`` narrowed to ``projection`` (0.17 ``Manifest::projected``; see the module
     docstring). Nothing else changes: sequence numbers, ticks, epochs, WAL ids and
-    ``last_compacted_l0_sst_view_id`` stay.
+    ``last_compacted_l0_sst_view_id`` stay. With segments (SlateDB RFC-0024) every
+    segment is projected the same way and keeps its cursor; a segment left without views
+    (a drain marker included) is dropped, as 0.17 drops it (docs/rfcs/0018-segments.md).
 
     Raises:
         InvalidArgumentError: a bad projection.
-        UnsupportedFeatureError: ``m`` has segments.
         CorruptObjectError: an SST without a first entry.
     """
     check_projection(projection)
-    _no_segments(PinnedSource(path, uuid.UUID(int=0), m), "project")
-    l0 = _project_l0(m.l0, projection, m)
-    runs = []
-    for run in m.compacted:
-        views = _project_run(run.views, projection, m)
-        if views:
-            runs.append(SortedRun(run.id, views))
-    out = m.with_trees(l0=l0, compacted=runs)
+    all_trees = trees(m)
+    l0, runs = _project_tree(all_trees[0], projection, m)
+    segments = []
+    for t in all_trees[1:]:
+        seg_l0, seg_runs = _project_tree(t, projection, m)
+        if seg_l0 or seg_runs:
+            segments.append(Segment(t.prefix, t.last_compacted_l0_sst_view_id, seg_l0,
+                                    tuple(seg_runs)))
+    draft = m if m.segments is None else replace(m, segments=tuple(segments))
+    out = draft.with_trees(l0=l0, compacted=runs)
     used = out.referenced_sst_ids()
     external = []
     for e in out.external_dbs:
@@ -325,27 +335,39 @@ def plan_single_clone(
 
 
 # ------------------------------------------------------------------------------ union
-def _ordered_by_range(sources: Sequence[PinnedSource]) -> list[tuple[PinnedSource, BytesRange]]:
-    """Sources holding data, by the start of their data's bounding range, checked
-    disjoint (0.17 checks the data's ranges, not the projections: sources whose
-    projections overlap where one of them holds no data are accepted).
+def _ordered_by_range(sources: Sequence[PinnedSource], prefix: bytes | None = None,
+                      ) -> list[tuple[PinnedSource, BytesRange]]:
+    """Sources holding data (``prefix``: in the tree of that prefix, ``b""`` the top-level
+    one; None: anywhere), by the start of their data's bounding range, checked disjoint
+    when a tree is named (0.17 checks the data's ranges, not the projections: sources whose
+    projections overlap where one of them holds no data are accepted; with segments it
+    checks each segment on its own, SlateDB RFC-0024).
 
     Raises:
-        InvalidArgumentError: two ranges overlap.
+        InvalidArgumentError: two ranges of one tree overlap.
     """
     ranged = []
     for s in sources:
-        r = bounding_range(s.manifest)
+        m = s.manifest
+        if prefix is None:
+            r = bounding_range(m)
+        else:
+            t = next((t for t in trees(m) if t.prefix == prefix), None)
+            r = None if t is None else bounding_range(
+                m, chain(t.l0, chain.from_iterable(run.views for run in t.compacted)))
         if r is not None:
             ranged.append((s, r))
     ranged.sort(key=lambda sr: _start_order(sr[1].start))
+    if prefix is None:
+        return ranged
+    where = "" if prefix == ROOT else f" in segment {segment_label(prefix)!r}"
     for (a, ra), (b, rb) in zip(ranged, ranged[1:], strict=False):
         if not ra.intersect(rb).is_empty():
             raise InvalidArgumentError(
-                f"clone sources have overlapping key ranges: {a.path!r} holds {ra} and "
-                f"{b.path!r} holds {rb} (the ranges of the data each source keeps after its "
-                "projection); a union needs disjoint ranges (adjacent half-open ranges such "
-                "as [a, b) and [b, c) are fine)")
+                f"clone sources have overlapping key ranges{where}: {a.path!r} holds {ra} "
+                f"and {b.path!r} holds {rb} (the ranges of the data each source keeps after "
+                "its projection); a union needs disjoint ranges (adjacent half-open ranges "
+                "such as [a, b) and [b, c) are fine)")
     return ranged
 
 
@@ -395,6 +417,24 @@ def _sst_handles(sources: Sequence[PinnedSource]) -> list[SstHandle]:
     return [h for _, h in owner.values()]
 
 
+def _check_extractors(sources: Sequence[PinnedSource]) -> str | None:
+    """The segment extractor name every source shares (None: none has one).
+
+    Raises:
+        InvalidArgumentError: the sources disagree (0.17: "clone sources disagree on
+            segment extractor").
+    """
+    names = {s.manifest.segment_extractor_name for s in sources}
+    if len(names) > 1:
+        given = ", ".join(f"{s.path!r}: {s.manifest.segment_extractor_name!r}"
+                          for s in sources)
+        raise InvalidArgumentError(
+            f"clone sources disagree on the segment extractor ({given}): a union needs "
+            "every source without one or every source with the same one (SlateDB "
+            "RFC-0024)")
+    return next(iter(names))
+
+
 def plan_union_clone(sources: Sequence[PinnedSource], *, new_id: NewId = uuid.uuid4) -> Manifest:
     """The first manifest of a clone of several (already projected) sources (0.17
     ``Manifest::cloned_from_union``): a fresh database (epochs 0, no WAL, empty sequence
@@ -403,27 +443,49 @@ def plan_union_clone(sources: Sequence[PinnedSource], *, new_id: NewId = uuid.uu
     ``last_l0_seq`` and ``last_l0_clock_tick`` are the largest of all sources (those without
     data included).
 
+    With segments (SlateDB RFC-0024, docs/rfcs/0018-segments.md): every source must have
+    the same extractor name; each tree (the top-level one, then the segments in prefix
+    order) is the union of that tree of the sources holding data in it, ordered by where
+    their data starts in it and checked disjoint there only; segments without views are
+    left out, cursors start empty, the prefixes must form an antichain, and the runs of all
+    trees are renumbered ``n-1 .. 0`` in that order.
+
     Raises:
-        InvalidArgumentError: overlapping key ranges.
-        UnsupportedFeatureError: a source has segments.
+        InvalidArgumentError: overlapping key ranges in a tree, different extractors,
+            prefixes that are not an antichain.
         InvalidDbStateError: an inherited entry without a final checkpoint.
     """
-    for s in sources:
-        _no_segments(s, "union")
-    ranged = _ordered_by_range(sources)
-    ordered = [s for s, _ in ranged]
-    l0 = tuple(v for s in ordered for v in s.manifest.l0)
-    runs = [r for s in ordered for r in s.manifest.compacted]
-    renumbered = [SortedRun(len(runs) - 1 - i, r.views) for i, r in enumerate(runs)]
+    extractor = _check_extractors(sources)
+    prefixes = sorted({t.prefix for s in sources for t in trees(s.manifest)[1:]
+                       if not t.is_empty})
+    check_antichain(prefixes)
+    built: list[tuple[bytes, tuple[SstView, ...], list[SortedRun]]] = []
+    for prefix in [ROOT, *prefixes]:
+        ordered_here = [s for s, _ in _ordered_by_range(sources, prefix)]
+        if not ordered_here and prefix != ROOT:
+            continue  # views in no source: 0.17 leaves the segment out
+        tree_of = [next(t for t in trees(s.manifest) if t.prefix == prefix)
+                   for s in ordered_here]
+        built.append((prefix, tuple(v for t in tree_of for v in t.l0),
+                      [r for t in tree_of for r in t.compacted]))
+    n = sum(len(runs) for _, _, runs in built)
+    renumbered: list[list[SortedRun]] = []
+    for _, _, runs in built:
+        renumbered.append([SortedRun(n - 1 - i, r.views) for i, r in enumerate(runs)])
+        n -= len(runs)
+    ordered = [s for s, _ in _ordered_by_range(sources)]
     base = Manifest(
         initialized=False,
         last_l0_seq=max(s.manifest.last_l0_seq for s in sources),
         last_l0_clock_tick=max((s.manifest.last_l0_clock_tick for s in sources), default=I64_MIN),
         sequence_tracker=EMPTY_SEQUENCE_TRACKER,
-        segments=(),
+        segments=tuple(Segment(prefix, None, l0, tuple(runs))
+                       for (prefix, l0, _), runs in zip(built[1:], renumbered[1:], strict=True)),
+        segment_extractor_name=extractor,
         external_dbs=_union_external_dbs(ordered, new_id),
     )
-    return base.with_trees(l0=l0, compacted=renumbered, new_ssts=_sst_handles(ordered))
+    return base.with_trees(l0=built[0][1], compacted=renumbered[0],
+                           new_ssts=_sst_handles(ordered))
 
 
 # ------------------------------------------------------------------------------- plan
@@ -432,8 +494,8 @@ def plan_clone(sources: Sequence[PinnedSource], *, new_id: NewId = uuid.uuid4) -
     range, then one source cloned, or several unioned.
 
     Raises:
-        InvalidArgumentError: no source, a bad projection, overlapping ranges.
-        UnsupportedFeatureError: projection or union of a segmented source.
+        InvalidArgumentError: no source, a bad projection, overlapping ranges, or a union
+            of sources with different segment extractors.
         InvalidDbStateError: an inherited external database has no final checkpoint.
         CorruptObjectError: an SST without a first entry.
     """

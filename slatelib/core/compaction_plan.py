@@ -18,6 +18,16 @@ than ``last_compacted_l0_sst_view_id`` when they merge the compactor's manifest.
 
 The output run is the bottom of the tree (``bottom``: tombstones may be dropped) when the
 tree has no sorted run or the destination is its last one (0.17's ``is_dest_last_run``).
+
+**Segments** (SlateDB RFC-0024, docs/rfcs/0018-segments.md): a database with a segment
+extractor has one tree per segment (:mod:`slatelib.core.segments`), and every rule above
+applies per tree: a compaction's sources come from one tree, its output run goes into that
+tree, and "bottom" means the last run of that tree. Run ids are global: a fresh
+destination is above every run of every tree and every in-flight destination.
+:func:`plan_compactions` plans each tree once per run: ``l0`` and ``full`` every tree that
+has something to compact (in manifest order), ``size-tiered`` 0.17's scheduler per tree,
+trees with more L0 views first (0.17's priority), each fresh destination taken in that
+order.
 """
 
 from __future__ import annotations
@@ -30,17 +40,19 @@ from slatelib.core.compaction_source import (
     SourceId,
     estimate_run_size,
     estimate_view_size,
-    logical_sources,
+    tree_sources,
 )
 from slatelib.core.compactions import (
     Compaction,
     Compactions,
     CompactionStatus,
+    DrainSegmentSpec,
     TieredCompactionSpec,
 )
 from slatelib.core.manifest import Manifest, SortedRun, SstView
+from slatelib.core.segments import ROOT, Tree, root_tree, segment_label, trees
 from slatelib.core.size_tiered import SizedSource, SizeTieredOptions, pick_size_tiered
-from slatelib.errors import InvalidArgumentError, InvalidDbStateError, UnsupportedFeatureError
+from slatelib.errors import InvalidArgumentError, InvalidDbStateError
 
 ACTIVE_STATUSES = frozenset({
     CompactionStatus.SUBMITTED, CompactionStatus.SCHEDULED, CompactionStatus.RUNNING,
@@ -96,6 +108,12 @@ class CompactionSpec:
     bottom: bool
     retention_min_seq: int
     clock_tick: int
+    segment: bytes = ROOT
+    """The tree the compaction belongs to: ``b""`` the top-level tree, else a segment."""
+
+    @property
+    def segment_label(self) -> str:
+        return segment_label(self.segment)
 
     @property
     def l0_view_ids(self) -> tuple[int, ...]:
@@ -116,7 +134,7 @@ class CompactionSpec:
         """The spec as the compactions file stores it (top-level tree: empty segment)."""
         return TieredCompactionSpec(
             l0_view_ids=self.l0_view_ids, sorted_runs=self.run_ids,  # type: ignore[arg-type]
-            destination=self.destination, segment=b"",
+            destination=self.destination, segment=self.segment,
         )
 
 
@@ -125,7 +143,6 @@ def check_compactable(manifest: Manifest) -> None:
 
     Raises:
         InvalidDbStateError: uninitialized or destroyed.
-        UnsupportedFeatureError: the database has segments (SlateDB RFC-0024).
     """
     if not manifest.initialized:
         raise InvalidDbStateError("compaction: the database is not initialized (a clone "
@@ -133,9 +150,6 @@ def check_compactable(manifest: Manifest) -> None:
     if manifest.destroyed_at_s is not None:
         raise InvalidDbStateError(f"compaction: the database was destroyed at "
                                   f"{manifest.destroyed_at_s}")
-    if manifest.has_segments:
-        raise UnsupportedFeatureError(
-            "compaction of databases with segments (SlateDB RFC-0024) is not supported yet")
 
 
 def active_compactions(compactions: Compactions | None) -> list[Compaction]:
@@ -159,12 +173,19 @@ def fresh_run_id(manifest: Manifest, active: Iterable[Compaction] = ()) -> int:
     return max(ids) + 1 if ids else 0
 
 
-def busy_sources(active: Iterable[Compaction]) -> set[SourceId]:
-    """Sources and destination runs of in-flight compactions of the top-level tree."""
+def busy_sources(active: Iterable[Compaction], segment: bytes = ROOT) -> set[SourceId]:
+    """Sources and destination runs of in-flight compactions of the tree ``segment``
+    (0.17's ``ConflictChecker``, which looks at the target tree's compactions only; a
+    drain's sources are busy too, it has no destination)."""
     busy: set[SourceId] = set()
     for c in active:
         spec = c.spec
-        if not isinstance(spec, TieredCompactionSpec) or spec.segment:
+        if isinstance(spec, DrainSegmentSpec):
+            if spec.segment == segment:
+                busy.update(SourceId.l0(v) for v in spec.l0_view_ids)
+                busy.update(SourceId.run(r) for r in spec.sorted_runs)
+            continue
+        if (spec.segment or ROOT) != segment:
             continue
         view_ids = spec.l0_view_ids or spec.ssts
         busy.update(SourceId.l0(v) for v in view_ids)
@@ -173,19 +194,51 @@ def busy_sources(active: Iterable[Compaction]) -> set[SourceId]:
     return busy
 
 
-def order_sources(manifest: Manifest, sources: Sequence[SourceId]) -> tuple[SourceId, ...]:
-    """``sources`` in logical order, checked to be a consecutive window of the tree.
+def source_tree(manifest: Manifest, sources: Sequence[SourceId]) -> Tree:
+    """The one tree (top-level or segment) that holds every source.
 
     Raises:
-        InvalidArgumentError: empty, duplicated, unknown or non-consecutive sources, or L0
-            sources that leave an older L0 view behind.
+        InvalidArgumentError: a source is in no tree of the latest manifest, or the
+            sources come from more than one tree (0.17 rejects such a spec).
+    """
+    found: dict[bytes, Tree] = {}
+    missing: list[SourceId] = []
+    all_trees = trees(manifest)
+    for src in sources:
+        holder = next((t for t in all_trees if src in tree_sources(t.l0, t.compacted)), None)
+        if holder is None:
+            missing.append(src)
+        else:
+            found[holder.prefix] = holder
+    if missing:
+        raise InvalidArgumentError(
+            f"compaction sources not in the latest manifest: {sorted(map(str, missing))}")
+    if len(found) > 1:
+        raise InvalidArgumentError(
+            "compaction sources must come from one tree (the top-level tree or one "
+            "segment, SlateDB RFC-0024); these come from "
+            + ", ".join(repr(segment_label(p)) for p in sorted(found)))
+    if not found:
+        raise InvalidArgumentError("a compaction needs at least one source")
+    return next(iter(found.values()))
+
+
+def order_sources(manifest: Manifest, sources: Sequence[SourceId],
+                  t: Tree | None = None) -> tuple[SourceId, ...]:
+    """``sources`` in logical order, checked to be a consecutive window of their tree
+    (``t``, else the tree that holds them: :func:`source_tree`).
+
+    Raises:
+        InvalidArgumentError: empty, duplicated, unknown or non-consecutive sources,
+            sources of several trees, or L0 sources that leave an older L0 view behind.
     """
     if not sources:
         raise InvalidArgumentError("a compaction needs at least one source")
     wanted = set(sources)
     if len(wanted) != len(sources):
         raise InvalidArgumentError("compaction sources are listed more than once")
-    order = logical_sources(manifest)
+    t = t or source_tree(manifest, sources)
+    order = tree_sources(t.l0, t.compacted)
     missing = wanted.difference(order)
     if missing:
         raise InvalidArgumentError(
@@ -196,7 +249,7 @@ def order_sources(manifest: Manifest, sources: Sequence[SourceId]) -> tuple[Sour
             "compaction sources must be consecutive in the order [L0 newest -> oldest, sorted "
             "runs by descending id]: " + ", ".join(str(order[p]) for p in positions))
     ordered = tuple(order[p] for p in positions)
-    l0_count = len(manifest.l0)
+    l0_count = len(t.l0)
     if ordered[0].is_l0 and positions[-1] < l0_count - 1:
         raise InvalidArgumentError(
             "L0 sources must include the oldest L0 view "
@@ -206,45 +259,56 @@ def order_sources(manifest: Manifest, sources: Sequence[SourceId]) -> tuple[Sour
 
 
 def spec_for(manifest: Manifest, policy: Policy, sources: Sequence[SourceId],
-             fresh_id: int) -> CompactionSpec:
+             fresh_id: int, t: Tree | None = None) -> CompactionSpec:
     """Build the spec of ``sources`` (already in logical order, see :func:`order_sources`)
-    against ``manifest``; ``fresh_id`` is the destination when no run is a source."""
+    of the tree ``t`` (default: the top-level tree) of ``manifest``; ``fresh_id`` is the
+    destination when no run is a source."""
+    t = t or root_tree(manifest)
     view_ids = {s.view_id for s in sources if s.is_l0}
     run_ids = {s.run_id for s in sources if not s.is_l0}
-    runs = tuple(r for r in manifest.compacted if r.id in run_ids)
+    runs = tuple(r for r in t.compacted if r.id in run_ids)
     destination = min(run_ids) if run_ids else fresh_id  # type: ignore[type-var]
     assert destination is not None
-    last_run = manifest.compacted[-1].id if manifest.compacted else None
+    last_run = t.compacted[-1].id if t.compacted else None
     return CompactionSpec(
         policy=policy,
         sources=tuple(sources),
         destination=destination,
-        l0_views=tuple(v for v in manifest.l0 if v.id in view_ids),
+        l0_views=tuple(v for v in t.l0 if v.id in view_ids),
         runs=runs,
         bottom=last_run is None or last_run == destination,
         retention_min_seq=manifest.recent_snapshot_min_seq,
         clock_tick=manifest.last_l0_clock_tick,
+        segment=t.prefix,
     )
 
 
-def _sized(manifest: Manifest) -> tuple[list[SizedSource], list[SizedSource]]:
+def _sized(manifest: Manifest, t: Tree) -> tuple[list[SizedSource], list[SizedSource]]:
     l0 = [SizedSource(SourceId.l0(v.id), estimate_view_size(v, manifest.sst(v.sst_id).info))
-          for v in manifest.l0]
+          for v in t.l0]
     runs = [SizedSource(SourceId.run(r.id), estimate_run_size(r, manifest))
-            for r in manifest.compacted]
+            for r in t.compacted]
     return l0, runs
 
 
-def plan_compaction(
+def _pointless(t: Tree) -> bool:
+    """A tree a ``full`` compaction would not change: nothing, or one empty run."""
+    return not t.l0 and (not t.compacted
+                         or (len(t.compacted) == 1 and not t.compacted[0].views))
+
+
+def plan_compactions(
     manifest: Manifest, compactions: Compactions | None, options: PlanOptions
-) -> CompactionSpec | None:
-    """The compaction to run now, or None when the policy finds nothing to do.
+) -> list[CompactionSpec]:
+    """The compactions to run now, at most one per tree (the top-level tree and each
+    segment; see the module docstring), in the order their destinations were taken;
+    empty when the policy finds nothing to do.
 
     ``compactions`` is the compactor state (its active entries reserve run ids and, for
     the size-tiered policy, their sources).
 
     Raises:
-        InvalidDbStateError / UnsupportedFeatureError: see :func:`check_compactable`.
+        InvalidDbStateError: see :func:`check_compactable`.
         InvalidArgumentError: explicit sources that are not a valid compaction.
     """
     check_compactable(manifest)
@@ -252,18 +316,48 @@ def plan_compaction(
     fresh = fresh_run_id(manifest, active)
     policy = options.policy
     if policy == Policy.SOURCES:
-        return spec_for(manifest, policy, order_sources(manifest, options.sources), fresh)
-    if policy == Policy.L0:
-        chosen = [SourceId.l0(v.id) for v in manifest.l0]
-    elif policy == Policy.FULL:
-        chosen = logical_sources(manifest)
-    else:
-        l0, runs = _sized(manifest)
-        picked = pick_size_tiered(l0, runs, busy=busy_sources(active), fresh_run_id=fresh,
-                                  options=options.size_tiered)
-        if picked is None:
-            return None
-        chosen = list(picked[0])
-    if not chosen:
-        return None
-    return spec_for(manifest, policy, chosen, fresh)
+        t = source_tree(manifest, options.sources)
+        return [spec_for(manifest, policy, order_sources(manifest, options.sources, t),
+                         fresh, t)]
+    out: list[CompactionSpec] = []
+    if policy == Policy.SIZE_TIERED:
+        # 0.17 (size_tiered_compaction.rs `propose`): trees with more L0 views first, the
+        # top-level tree first among equals (a stable sort of [root, segments...]).
+        for t in sorted(trees(manifest), key=lambda t: -len(t.l0)):
+            l0, runs = _sized(manifest, t)
+            picked = pick_size_tiered(l0, runs, busy=busy_sources(active, t.prefix),
+                                      fresh_run_id=fresh, options=options.size_tiered)
+            if picked is None:
+                continue
+            out.append(spec_for(manifest, policy, picked[0], fresh, t))
+            if picked[1] == fresh:
+                fresh += 1
+        return out
+    for t in trees(manifest):
+        if policy == Policy.L0:
+            chosen = [SourceId.l0(v.id) for v in t.l0]
+        elif _pointless(t):
+            chosen = []
+        else:
+            chosen = tree_sources(t.l0, t.compacted)
+        if not chosen:
+            continue
+        spec = spec_for(manifest, policy, chosen, fresh, t)
+        out.append(spec)
+        if spec.destination == fresh:
+            fresh += 1
+    return out
+
+
+def plan_compaction(
+    manifest: Manifest, compactions: Compactions | None, options: PlanOptions
+) -> CompactionSpec | None:
+    """The first compaction :func:`plan_compactions` plans (the only one of a database
+    without segments), or None when the policy finds nothing to do.
+
+    Raises:
+        InvalidDbStateError: see :func:`check_compactable`.
+        InvalidArgumentError: explicit sources that are not a valid compaction.
+    """
+    specs = plan_compactions(manifest, compactions, options)
+    return specs[0] if specs else None

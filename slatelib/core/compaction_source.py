@@ -10,6 +10,7 @@ fractions after their common prefix), so projected clones are not over-weighted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstView
@@ -75,8 +76,13 @@ class SourceId:
 
 def logical_sources(manifest: Manifest) -> list[SourceId]:
     """Every source of the top-level tree in logical order."""
-    out = [SourceId.l0(v.id) for v in manifest.l0]
-    out.extend(SourceId.run(r.id) for r in manifest.compacted)
+    return tree_sources(manifest.l0, manifest.compacted)
+
+
+def tree_sources(l0: Sequence[SstView], compacted: Sequence[SortedRun]) -> list[SourceId]:
+    """Every source of one tree (the top-level tree or a segment) in logical order."""
+    out = [SourceId.l0(v.id) for v in l0]
+    out.extend(SourceId.run(r.id) for r in compacted)
     return out
 
 

@@ -91,16 +91,18 @@ def take_over(state: Compactions | None, epoch: int,
     return _with(state, out, epoch)
 
 
-def record(state: Compactions, epoch: int, compaction: Compaction) -> Compactions:
-    """``state`` with ``compaction`` added (idempotent: an entry with its id is replaced).
+def record(state: Compactions, epoch: int, *compactions: Compaction) -> Compactions:
+    """``state`` with ``compactions`` added (idempotent: an entry with the same id is
+    replaced).
 
     Raises:
         FencedError / InvalidDbStateError: see
             :func:`~slatelib.core.invariants.check_compactions_epoch`.
     """
     check_compactions_epoch(state, epoch)
-    others = [c for c in state.recent_compactions if c.id != compaction.id]
-    return _with(state, [*others, compaction], epoch)
+    ids = {c.id for c in compactions}
+    others = [c for c in state.recent_compactions if c.id not in ids]
+    return _with(state, [*others, *compactions], epoch)
 
 
 def running(compaction_id: int, spec: TieredCompactionSpec, worker_id: str,
@@ -108,6 +110,10 @@ def running(compaction_id: int, spec: TieredCompactionSpec, worker_id: str,
     """Our compaction, claimed by ``worker_id`` and running."""
     return Compaction(id=Ulid(compaction_id), spec=spec, status=CompactionStatus.RUNNING,
                       worker=WorkerSpec(worker_id, now_ms))
+
+
+Move = tuple[int, CompactionStatus, Sequence[SstHandle] | None]
+"""One entry's transition: ``(compaction id, new status, outputs to record or None)``."""
 
 
 def finish(
@@ -124,17 +130,32 @@ def finish(
         FencedError / InvalidDbStateError: see
             :func:`~slatelib.core.invariants.check_compactions_epoch`.
     """
+    return finish_all(state, epoch, [(compaction_id, status, outputs)])
+
+
+def finish_all(state: Compactions, epoch: int, moves: Sequence[Move]) -> Compactions | None:
+    """:func:`finish` of several entries in one version (the compactions of the segments
+    of one run); None when every one is already there or no longer listed.
+
+    Raises:
+        FencedError / InvalidDbStateError: see
+            :func:`~slatelib.core.invariants.check_compactions_epoch`.
+    """
     check_compactions_epoch(state, epoch)
-    current = state.compaction(Ulid(compaction_id))
-    if current is None:
+    changed: dict[Ulid, Compaction] = {}
+    for compaction_id, status, outputs in moves:
+        current = state.compaction(Ulid(compaction_id))
+        if current is None:
+            continue
+        updated = current
+        if outputs is not None:
+            updated = replace(updated, output_ssts=tuple(
+                CompactedSsTable(h.id, h.info, None, h.format_version) for h in outputs))
+        updated = replace(updated, status=status,
+                          ctx=None if status == CompactionStatus.FAILED else updated.ctx)
+        if updated != current:
+            changed[current.id] = updated
+    if not changed:
         return None
-    updated = current
-    if outputs is not None:
-        updated = replace(updated, output_ssts=tuple(
-            CompactedSsTable(h.id, h.info, None, h.format_version) for h in outputs))
-    updated = replace(updated, status=status,
-                      ctx=None if status == CompactionStatus.FAILED else updated.ctx)
-    if updated == current:
-        return None
-    others = [c for c in state.recent_compactions if c.id != compaction_id]
-    return _with(state, [*others, updated], epoch)
+    others = [c for c in state.recent_compactions if c.id not in changed]
+    return _with(state, [*others, *changed.values()], epoch)

@@ -24,6 +24,10 @@ coordinator       Running with a heartbeat older than ``worker_heartbeat_timeout
 
 A worker that finds its entry gone, or claimed by another worker, or no longer Running,
 has lost it: it must not write anything for it again, and its SSTs are left to GC.
+
+Segments (SlateDB RFC-0024): a tiered entry names its tree in ``segment``; the worker
+executes it against that tree of the manifest like any other. A Scheduled entry a worker
+will not execute (:func:`declined_reason`) is reported, never skipped silently.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from slatelib.core.compactions import (
     Compaction,
     Compactions,
     CompactionStatus,
+    DrainSegmentSpec,
     Subcompaction,
     TieredCompactionContext,
     TieredCompactionSpec,
@@ -45,6 +50,7 @@ from slatelib.core.compactions import (
 )
 from slatelib.core.manifest import Manifest, SstHandle
 from slatelib.core.ranges import Bound, BoundKind, BytesRange
+from slatelib.core.segments import ROOT, segment_label, try_tree
 from slatelib.errors import ConflictError, UnsupportedFeatureError
 from slatelib.ids import Ulid, ulid_to_str
 
@@ -53,24 +59,49 @@ __all__ = [
     "claim",
     "claimable",
     "compacted",
+    "declined_reason",
     "heartbeat",
     "owned",
     "progress_context",
     "release",
     "remaining_work",
+    "scheduled",
     "spec_of",
 ]
 
 
-def claimable(state: Compactions | None) -> list[Compaction]:
-    """Entries a worker may claim, oldest first: Scheduled, unclaimed, tiered, with a
-    destination, of the top-level tree (0.17 workers never act on Submitted entries: the
-    coordinator validates those first; drain specs are the coordinator's own)."""
+def scheduled(state: Compactions | None) -> list[Compaction]:
+    """Every Scheduled, unclaimed entry, oldest first: the work waiting for a worker."""
     if state is None:
         return []
     return [c for c in state.recent_compactions
-            if c.status == CompactionStatus.SCHEDULED and c.worker is None
-            and isinstance(c.spec, TieredCompactionSpec) and not c.spec.segment]
+            if c.status == CompactionStatus.SCHEDULED and c.worker is None]
+
+
+def declined_reason(entry: Compaction) -> str | None:
+    """Why a slatelib worker will not execute this Scheduled entry, or None (it will).
+
+    0.17 hands workers tiered compactions only, of the top-level tree or of a segment
+    (SlateDB RFC-0024): its coordinators execute a ``DrainSegmentSpec`` themselves, from
+    Submitted straight to Completed (docs/rfcs/0018-segments.md). A Scheduled drain (or
+    any other spec) is therefore not ours to run: the worker says so rather than skip it.
+    """
+    spec = entry.spec
+    if isinstance(spec, DrainSegmentSpec):
+        return ("a segment drain (DrainSegmentSpec): 0.17 coordinators execute drains "
+                "themselves and never schedule them for workers, so a slatelib worker does "
+                "not execute them")
+    if not isinstance(spec, TieredCompactionSpec):  # pragma: no cover - a future variant
+        return f"a compaction spec slatelib does not know ({type(spec).__name__})"
+    return None
+
+
+def claimable(state: Compactions | None) -> list[Compaction]:
+    """Entries a worker may claim, oldest first: Scheduled, unclaimed, tiered (of the
+    top-level tree or of a segment). 0.17 workers never act on Submitted entries (the
+    coordinator validates those first); the other Scheduled entries are
+    :func:`declined_reason`'s."""
+    return [c for c in scheduled(state) if declined_reason(c) is None]
 
 
 def owned(state: Compactions | None, compaction_id: Ulid, worker_id: str) -> Compaction | None:
@@ -169,29 +200,32 @@ def spec_of(entry: Compaction, manifest: Manifest) -> CompactionSpec:
     its first ranges kept).
 
     Raises:
-        ConflictError: the entry's sources are not, or not in this order, in the manifest
-            (the claim raced a manifest write: release it).
-        UnsupportedFeatureError: a drain spec, a segment, or a database with segments.
+        ConflictError: the entry's sources (or its segment) are not, or not in this order,
+            in the manifest (the claim raced a manifest write: release it).
+        UnsupportedFeatureError: not a tiered compaction (:func:`declined_reason`).
     """
     spec = entry.spec
-    if not isinstance(spec, TieredCompactionSpec) or spec.segment:
-        raise UnsupportedFeatureError(
-            f"compaction {ulid_to_str(entry.id)}: only tiered compactions of the top-level "
-            "tree are executed by slatelib workers")
-    if manifest.has_segments:
-        raise UnsupportedFeatureError(
-            "compaction of databases with segments (SlateDB RFC-0024) is not supported yet")
+    why = declined_reason(entry)
+    if why is not None or not isinstance(spec, TieredCompactionSpec):
+        raise UnsupportedFeatureError(f"compaction {ulid_to_str(entry.id)}: {why}")
+    segment = spec.segment or ROOT
+    t = try_tree(manifest, segment)
+    if t is None:
+        raise ConflictError(
+            f"compaction {ulid_to_str(entry.id)}: its segment {segment_label(segment)!r} is "
+            "not in the latest manifest")
     view_ids = tuple(spec.l0_view_ids or spec.ssts)
     wanted_views = set(view_ids)
-    l0 = tuple(v for v in manifest.l0 if v.id in wanted_views)
+    l0 = tuple(v for v in t.l0 if v.id in wanted_views)
     wanted_runs = set(spec.sorted_runs)
-    runs = tuple(r for r in manifest.compacted if r.id in wanted_runs)
+    runs = tuple(r for r in t.compacted if r.id in wanted_runs)
     if tuple(v.id for v in l0) != view_ids or tuple(r.id for r in runs) != spec.sorted_runs:
         raise ConflictError(
             f"compaction {ulid_to_str(entry.id)}: its sources are not in the latest manifest "
-            f"as listed (L0 views {len(l0)}/{len(view_ids)}, sorted runs "
-            f"{[r.id for r in runs]} of {list(spec.sorted_runs)})")
-    last_run = manifest.compacted[-1].id if manifest.compacted else None
+            f"as listed (segment {segment_label(segment)!r}: L0 views "
+            f"{len(l0)}/{len(view_ids)}, sorted runs {[r.id for r in runs]} of "
+            f"{list(spec.sorted_runs)})")
+    last_run = t.compacted[-1].id if t.compacted else None
     retention = manifest.recent_snapshot_min_seq
     if entry.ctx is not None and entry.ctx.retention_min_seq:
         retention = min(retention, entry.ctx.retention_min_seq)
@@ -205,6 +239,7 @@ def spec_of(entry: Compaction, manifest: Manifest) -> CompactionSpec:
         bottom=last_run is None or last_run == spec.destination,
         retention_min_seq=retention,
         clock_tick=manifest.last_l0_clock_tick,
+        segment=segment,
     )
 
 

@@ -71,7 +71,9 @@ class TieredCompactionSpec:
 
 @dataclass(frozen=True, slots=True)
 class DrainSegmentSpec:
-    """SlateDB RFC-0024: compact all of one segment's inputs (``segment`` non-empty)."""
+    """SlateDB RFC-0024: drain (retire) the listed L0 views and runs of one segment
+    (``segment`` non-empty); it writes no run. 0.17's coordinators execute drains
+    themselves and never hand them to workers (docs/rfcs/0018-segments.md)."""
 
     segment: bytes
     l0_view_ids: tuple[Ulid, ...] = ()

@@ -296,8 +296,7 @@ def _plan_checked(clone_root: str, sources: Sequence[tuple[StoredManifest, Pinne
         CorruptObjectError: a source names an unsafe external path.
         InvalidDbStateError: an inherited external database has no final checkpoint.
         InvalidArgumentError: an external database would lie inside the clone; overlapping
-            ranges.
-        UnsupportedFeatureError: projection or union of a segmented source.
+            ranges; a union of sources with different segment extractors.
     """
     for stored, s in sources:
         check_external_dbs(s.path, stored.value, manifest_id=stored.id)
@@ -337,8 +336,8 @@ def _preflight(store: ObjectStore, clone_root: str, sources: Sequence[CloneSourc
     created yet appear as :data:`PLANNED_EPHEMERAL_CHECKPOINT`).
 
     Raises:
-        InvalidDbStateError / InvalidArgumentError / CorruptObjectError /
-        UnsupportedFeatureError: naming the problem.
+        InvalidDbStateError / InvalidArgumentError / CorruptObjectError: naming the
+            problem.
     """
     _check_destination(store, clone_root)
     bases = []
@@ -477,11 +476,11 @@ def create_clone_from_sources(
     Raises:
         InvalidArgumentError: no source, bad or identical paths, the same source twice, an
             empty projection or one with an excluded start, overlapping key ranges, a clone
-            path that contains a source or one of its external databases.
+            path that contains a source or one of its external databases; a union of sources
+            with different segment extractors (SlateDB RFC-0024).
         ManifestMissingError: a source does not exist.
         CorruptObjectError: a source's (or an existing clone's) manifest names an unsafe
             ``external_dbs`` path.
-        UnsupportedFeatureError: projection or union of a segmented source.
         InvalidDbStateError: a source is uninitialized or destroyed, a checkpoint is
             missing or expired (also when a retry comes after an ephemeral checkpoint
             expired: the message says how to start over), a projected or unioned source has

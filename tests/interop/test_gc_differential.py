@@ -364,3 +364,70 @@ def test_on_s3_both_collect_alike_and_advance_existing_boundaries(moto_endpoint:
             mirror(ours_a, ours_b)
     assert int(boundaries[1]) > int(boundaries[0]) > 0
     fam.check_reads(s3_store(b.name, endpoint=moto_endpoint))
+
+
+def segmented_db(root: Path) -> tuple[Model, Any, Model]:
+    """An official segmented database (``FixedPrefix(4)``, SlateDB RFC-0024) with garbage
+    of every kind a segment leaves: official segment compactions, a drained segment (its
+    SSTs dropped by the drain, then the segment pruned by the writer), a second drain after
+    a checkpoint (its SSTs pinned by it), and slatelib's compaction of every segment.
+    Returns the model, the checkpoint and the model at the checkpoint."""
+    from slatedb.uniffi import CompactionSpec, SourceId
+
+    from slatelib.ops.compaction import run_compaction
+
+    root.mkdir(parents=True, exist_ok=True)
+    ex = FixedPrefix(4)
+    model = Model()
+    with OfficialDb.open(root, "seg", NO_EMBEDDED_GC, model=model, segment_extractor=ex) as db:
+        admin = OfficialAdmin(root, "seg")
+        for r in range(3):
+            db.write([Put(p + b"%03d" % i, b"%s-%d" % (p, r)) for p in (b"aaa:", b"bbb:",
+                                                                          b"ccc:", b"ddd:")
+                      for i in range(0, 40, r + 1)])
+            db.flush_memtable()
+        admin.compact(segment=b"aaa:")
+        admin.compact(segment=b"bbb:", l0=2)
+
+        def drain(prefix: bytes) -> None:
+            l0, runs = OfficialAdmin.tree(admin.manifest(), prefix)
+            spec = CompactionSpec.DRAIN_SEGMENT(segment=prefix, sources=[
+                SourceId.SST_VIEW(v.id) for v in l0] + [SourceId.SORTED_RUN(r.id) for r in runs])
+            c = run(admin.admin.submit_compaction(spec))
+            deadline = time.monotonic() + 30
+            while (got := run(admin.admin.read_compaction(c.id, None))) is None or got.active:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            for key in list(model.kv):
+                if key.startswith(prefix):
+                    model.kv[key] = None
+
+        drain(b"ccc:")
+        db.write([Put(b"aaa:new", b"x")])
+        db.flush_all()
+        keep = admin.checkpoint("keep")
+        at_keep = model.copy()
+        drain(b"ddd:")
+        db.write([Put(b"bbb:wal", b"only")])
+        db.flush_wal()
+    run_compaction("seg", open_store(f"file://{root}"), policy="full", takeover=True)
+    expire_checkpoints(open_store(f"file://{root}"), "seg")  # the compactors' 15 min ones
+    return model, keep, at_keep
+
+
+def test_a_segmented_database_is_collected_alike(tmp_path: Path) -> None:
+    model, keep, at_keep = segmented_db(tmp_path / "seg_root")
+    official, ours = twins(tmp_path / "seg_root", tmp_path)
+    official_gc(official, "seg", 0)
+    report = our_gc(ours, "seg", 0)
+    assert_same_trees(official, ours)
+    deleted = {k: v.deleted for k, v in report.kinds.items()}
+    # the compaction inputs and the first drain's SSTs go; the pinned drain's stay
+    assert deleted["compacted"] >= 6 and deleted["manifest"] > 0, deleted
+    m = ManifestStore(open_store(f"file://{ours}"), "seg").read_latest().value
+    pinned = ManifestStore(open_store(f"file://{ours}"), "seg").read(
+        next(c.manifest_id for c in m.checkpoints if c.id.hex == keep.id.replace("-", "")))
+    assert b"ddd:" in {s.prefix for s in pinned.value.segments or ()}
+    ex = FixedPrefix(4)
+    assert scan(ours, "seg", segment_extractor=ex) == model.items()
+    assert scan(ours, "seg", segment_extractor=ex, checkpoint=keep.id) == at_keep.items()

@@ -134,3 +134,29 @@ def test_dry_run_needs_no_spark_writes_nothing_and_reports_to_a_file(
 def test_invalid_input_exits_2(tmp_path: Path, argv: list[str], code: int) -> None:
     make_db(tmp_path, "db", 5)
     assert main(["--db", f"file://{tmp_path}/db", "--dry-run", *argv]) == code
+
+
+def test_job_compacts_every_segment_of_a_segmented_database_in_one_spark_job(
+        spark: Any, tmp_path: Path) -> None:
+    """SlateDB RFC-0024: the key-range tasks of every segment's compaction run on the
+    executors together (numbered across the segments), committed with one CAS."""
+    from tests.compaction_fixtures import flush_segmented
+
+    store = open_store(f"file://{tmp_path}")
+    new_db(store, "seg")
+    for seq in range(1, 4):
+        flush_segmented(store, "seg", [(p + b"%04d" % k, seq, VALUE, b"v%d" % seq, None,
+                                        NOW_MS) for p in (b"aaa:", b"bbb:", b"ccc:")
+                                       for k in range(0, 300, seq)])
+    live = scan(tmp_path, "seg")
+    report, code = job(spark, "--db", f"file://{tmp_path}/seg", "--policy", "l0",
+                       "--parallelism", "2")
+    [db] = report["databases"]
+    assert code == 0 and db["outcome"] == "committed"
+    assert [c["segment"] for c in db["compactions"]] == ["aaa:", "bbb:", "ccc:"]
+    assert db["tasks"] >= 3 and sorted(t["task"] for t in db["task_metrics"]) == list(
+        range(db["tasks"]))
+    m = ManifestStore(store, "seg").read_latest().value
+    assert [(s.prefix, len(s.l0), [r.id for r in s.compacted]) for s in m.segments or ()] == [
+        (b"aaa:", 0, [0]), (b"bbb:", 0, [1]), (b"ccc:", 0, [2])]
+    assert scan(tmp_path, "seg") == live

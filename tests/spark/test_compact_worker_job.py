@@ -55,7 +55,6 @@ def test_worker_executes_scheduled_compactions_of_two_databases(
     (["--policy", "full"], "--policy"),
     (["--dry-run"], "--dry-run"),
     (["--takeover"], "--takeover"),
-    (["--status-file", "x.json"], "--status-file"),
     (["--max-concurrent", "0"], "--max-concurrent"),
     (["--run-for", "soon"], "--run-for"),
 ])

@@ -35,9 +35,9 @@ from slatelib.core.checkpoints import (
     new_checkpoint,
     remove_checkpoints,
 )
-from slatelib.core.compaction_apply import apply_compaction, is_committed
+from slatelib.core.compaction_apply import apply_compactions, is_committed
 from slatelib.core.compaction_plan import CompactionSpec, check_compactable
-from slatelib.core.compaction_state import finish, record, take_over
+from slatelib.core.compaction_state import Move, finish_all, record, take_over
 from slatelib.core.compactions import Compaction, Compactions, CompactionStatus
 from slatelib.core.compactor_claim import (
     CLAIM_EPOCHS_KEPT,
@@ -212,18 +212,18 @@ def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock
                             clock=clock)
 
 
-def record_compaction(compactions: CompactionsStore, epoch: int, compaction: Compaction, *,
+def record_compaction(compactions: CompactionsStore, epoch: int, *entries: Compaction,
                       clock: Clock, timeout_s: float) -> None:
-    """List ``compaction`` (Running) in the compactions file.
+    """List our compactions ``entries`` (Running) in the compactions file, in one version.
 
     Raises:
         FencedError: a newer compactor took over.
     """
     def add(cur: Versioned[Compactions]) -> Compactions | None:
-        if cur.value.compactor_epoch == epoch and cur.value.compaction(compaction.id) \
-                == compaction:
+        if cur.value.compactor_epoch == epoch and all(
+                cur.value.compaction(c.id) == c for c in entries):
             return None
-        return record(cur.value, epoch, compaction)
+        return record(cur.value, epoch, *entries)
 
     update_versioned(compactions, _deadline(clock, timeout_s, "record compaction", add),
                      clock=clock)
@@ -237,24 +237,38 @@ def mark_compaction(compactions: CompactionsStore, epoch: int, compaction_id: in
     Raises:
         FencedError: a newer compactor took over.
     """
+    mark_compactions(compactions, epoch, [(compaction_id, status, outputs)], clock=clock,
+                     timeout_s=timeout_s)
+
+
+def mark_compactions(compactions: CompactionsStore, epoch: int, moves: Sequence[Move], *,
+                     clock: Clock, timeout_s: float) -> None:
+    """Move several of our compactions (``(id, status, outputs or None)``) in one version.
+
+    Raises:
+        FencedError: a newer compactor took over.
+    """
+    what = "mark compaction " + "/".join(sorted({m[1].name for m in moves}))
+
     def move(cur: Versioned[Compactions]) -> Compactions | None:
-        return finish(cur.value, epoch, compaction_id, status, outputs)
+        return finish_all(cur.value, epoch, moves)
 
-    update_versioned(compactions, _deadline(clock, timeout_s, f"mark compaction {status.name}",
-                                            move), clock=clock)
+    update_versioned(compactions, _deadline(clock, timeout_s, what, move), clock=clock)
 
 
-def mark_compaction_quietly(compactions: CompactionsStore, epoch: int, compaction_id: int,
+def mark_compaction_quietly(compactions: CompactionsStore, epoch: int,
+                            compaction_id: int | Sequence[int],
                             status: CompactionStatus, *, clock: Clock, timeout_s: float,
                             outputs: Sequence[SstHandle] | None = None) -> bool:
-    """:func:`mark_compaction`, logging instead of raising (for cleanup paths)."""
+    """:func:`mark_compaction` (of one id, or of several to the same ``status`` without
+    outputs), logging instead of raising (for cleanup paths)."""
+    ids = [compaction_id] if isinstance(compaction_id, int) else list(compaction_id)
+    moves: list[Move] = [(i, status, outputs if len(ids) == 1 else None) for i in ids]
     try:
-        mark_compaction(compactions, epoch, compaction_id, status, outputs, clock=clock,
-                        timeout_s=timeout_s)
+        mark_compactions(compactions, epoch, moves, clock=clock, timeout_s=timeout_s)
         return True
     except SlateError as exc:
-        log.warning("could not mark compaction %s [id=%d, error=%s]", status.name,
-                    compaction_id, exc)
+        log.warning("could not mark compaction %s [ids=%s, error=%s]", status.name, ids, exc)
         return False
 
 
@@ -267,8 +281,8 @@ class CommitOutcome:
 
 def commit_manifest(
     manifests: ManifestStore,
-    spec: CompactionSpec,
-    outputs: Sequence[SstHandle],
+    specs: Sequence[CompactionSpec],
+    outputs: Sequence[Sequence[SstHandle]],
     *,
     epoch: int,
     checkpoint_lifetime_s: float,
@@ -277,11 +291,13 @@ def commit_manifest(
     marker: uuid.UUID | None = None,
     drop_checkpoint: uuid.UUID | None = None,
 ) -> CommitOutcome:
-    """Apply the compaction to the latest manifest with one CAS, rebasing on conflicts.
+    """Apply the compactions (``outputs[i]`` of ``specs[i]``: one compaction, or one per
+    tree of a segmented database) to the latest manifest with one CAS, rebasing on
+    conflicts.
 
-    The CAS adds a checkpoint (id ``marker``) pinning the version the compaction was applied
-    to; finding that checkpoint (or our outputs) after a lost response means the commit
-    landed, so it is never applied twice.
+    The CAS adds a checkpoint (id ``marker``) pinning the version the compactions were
+    applied to; finding that checkpoint (or our outputs) after a lost response means the
+    commit landed, so it is never applied twice.
 
     Raises:
         FencedError: another compactor took over (nothing committed).
@@ -289,7 +305,7 @@ def commit_manifest(
         ConflictError / UnavailableError: no commit within the retries/timeout.
     """
     marker = marker or uuid.uuid4()
-    output_ids = {h.id for h in outputs}
+    output_ids = {h.id for outs in outputs for h in outs}
     attempts = 0
 
     def landed(m: Manifest) -> bool:
@@ -307,12 +323,12 @@ def commit_manifest(
         base = cur.value
         if drop_checkpoint is not None:
             base = remove_checkpoints(base, {drop_checkpoint}) or base
-        return apply_compaction(base, spec, outputs, epoch=epoch, checkpoint=cp)
+        return apply_compactions(base, specs, outputs, epoch=epoch, checkpoint=cp)
 
     result = update_versioned(manifests, _deadline(clock, timeout_s, "compaction commit", apply),
                               clock=clock)
     if not landed(result.value):  # pragma: no cover - update_versioned returned unwritten
         raise ConflictError("compaction commit did not land")
-    log.info("compaction committed [manifest_id=%d, rebases=%d, outputs=%d]",
-             result.id, max(0, attempts - 1), len(outputs))
+    log.info("compaction committed [manifest_id=%d, rebases=%d, compactions=%d, outputs=%d]",
+             result.id, max(0, attempts - 1), len(specs), len(output_ids))
     return CommitOutcome(result, max(0, attempts - 1), marker)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slatelib.core.compaction_plan import CompactionSpec, Policy
+from slatelib.core.manifest import SstHandle
 from slatelib.core.ranges import BytesRange
 from slatelib.ids import ulid_to_str
 from slatelib.ops.compaction.task import CompactionResult, sum_retention
@@ -23,7 +24,9 @@ MB = 1_000_000
 class CompactionReport:
     """The outcome of :func:`slatelib.ops.compaction.run_compaction`.
 
-    ``status`` is ``committed``, ``dry_run`` or ``nothing_to_do``. Byte counts are stored
+    ``status`` is ``committed``, ``dry_run`` or ``nothing_to_do``. A segmented database
+    may have one compaction per segment in one run: ``compaction_id``, ``destination`` and
+    ``bottom`` are then None and ``compactions`` lists each. Byte counts are stored
     (compressed) SST bytes; ``rows_in`` counts input versions read, ``rows_out`` the rows
     written. ``phases_s`` holds seconds per phase (plan, fence, split, execute, commit,
     total) and ``throughput_mb_s`` the input MB per second of execution and of the whole job.
@@ -54,6 +57,10 @@ class CompactionReport:
     compactor: Mapping[str, Any] = field(default_factory=dict)
     peak_task_rss_bytes: int = 0
     task_metrics: tuple[Mapping[str, Any], ...] = ()
+    compactions: tuple[Mapping[str, Any], ...] = ()
+    """One entry per compaction: one, or one per segment compacted (SlateDB RFC-0024),
+    each with its ``segment`` (``(top-level)`` for the top-level tree), sources,
+    destination, and once committed its id, outputs and row and byte counts."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, Mapping)
@@ -68,27 +75,47 @@ def _round(timing: Mapping[str, float]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in timing.items()}
 
 
-def _spec_fields(spec: CompactionSpec | None) -> dict[str, Any]:
-    if spec is None:
+def _spec_fields(specs: Sequence[CompactionSpec]) -> dict[str, Any]:
+    """The top-level fields: every source; the destination and bottom of the only
+    compaction (None when a segmented database had several)."""
+    if not specs:
         return {}
-    return {"sources": tuple(str(s) for s in spec.sources), "destination": spec.destination,
-            "bottom": spec.bottom}
+    only = specs[0] if len(specs) == 1 else None
+    return {"sources": tuple(str(s) for spec in specs for s in spec.sources),
+            "destination": None if only is None else only.destination,
+            "bottom": None if only is None else only.bottom}
 
 
-def plan_report(db: str, policy: Policy, spec: CompactionSpec | None,
-                ranges: Sequence[BytesRange], *, dry_run: bool,
+def _compaction_entry(spec: CompactionSpec, ranges: Sequence[BytesRange],
+                      compaction_id: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"segment": spec.segment_label}
+    if compaction_id is not None:
+        entry["compaction_id"] = compaction_id
+    entry.update({"sources": [str(s) for s in spec.sources], "destination": spec.destination,
+                  "bottom": spec.bottom, "ranges": len(ranges),
+                  "inputs": {"l0_views": len(spec.l0_views), "sorted_runs": len(spec.runs),
+                             "ssts": len(spec.views())}})
+    return entry
+
+
+def plan_report(db: str, policy: Policy, specs: Sequence[CompactionSpec],
+                ranges: Sequence[Sequence[BytesRange]], *, dry_run: bool,
                 timing: Mapping[str, float],
                 compactor: Mapping[str, Any] | None = None) -> CompactionReport:
-    """The report of a dry run, or of a run that found nothing to compact."""
-    status = "nothing_to_do" if spec is None else "dry_run" if dry_run else "planned"
+    """The report of a dry run, or of a run that found nothing to compact (``ranges[i]``:
+    the key ranges of ``specs[i]``)."""
+    status = "nothing_to_do" if not specs else "dry_run" if dry_run else "planned"
     inputs: dict[str, Any] = {}
-    if spec is not None:
-        inputs = {"l0_views": len(spec.l0_views), "sorted_runs": len(spec.runs),
-                  "ssts": len(spec.views())}
+    if specs:
+        inputs = {"l0_views": sum(len(s.l0_views) for s in specs),
+                  "sorted_runs": sum(len(s.runs) for s in specs),
+                  "ssts": sum(len(s.views()) for s in specs)}
+    flat = [r for rs in ranges for r in rs]
     return CompactionReport(
-        db=db, status=status, policy=policy.value, ranges=tuple(str(r) for r in ranges),
-        inputs=inputs, phases_s=_round(timing), tasks=len(ranges), **_spec_fields(spec),
+        db=db, status=status, policy=policy.value, ranges=tuple(str(r) for r in flat),
+        inputs=inputs, phases_s=_round(timing), tasks=len(flat), **_spec_fields(specs),
         compactor=dict(compactor or {}),
+        compactions=tuple(_compaction_entry(s, r) for s, r in zip(specs, ranges, strict=True)),
     )
 
 
@@ -101,21 +128,45 @@ def _throughput(bytes_in: int, timing: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def build_report(db: str, job: CompactionJob, views: Sequence[InputView],
-                 ranges: Sequence[BytesRange], results: Sequence[CompactionResult],
+@dataclass(frozen=True)
+class ExecutedPart:
+    """What one compaction of a job (``job.specs[i]``) read and produced."""
+
+    views: Sequence[InputView]
+    ranges: Sequence[BytesRange]
+    results: Sequence[CompactionResult]
+
+    @property
+    def outputs(self) -> list[SstHandle]:
+        return [h for r in sorted(self.results, key=lambda r: r.index) for h in r.outputs]
+
+
+def build_report(db: str, job: CompactionJob, parts: Sequence[ExecutedPart],
                  outcome: CommitOutcome, task_runs: int,
                  timing: Mapping[str, float]) -> CompactionReport:
-    """The report of a committed compaction."""
-    spec = job.spec
+    """The report of a committed job (``parts[i]``: what ``job.specs[i]`` did)."""
+    specs = job.specs
+    results = [r for p in parts for r in p.results]
+    views = [v for p in parts for v in p.views]
+    ranges = [r for p in parts for r in p.ranges]
+    outputs = [h for p in parts for h in p.outputs]
     retention = sum_retention(list(results))
-    outputs = [h for r in sorted(results, key=lambda r: r.index) for h in r.outputs]
     bytes_in = sum(r.metrics.bytes_in for r in results)
     bytes_out = sum(r.metrics.bytes_out for r in results)
+    entries = []
+    for spec, cid, part in zip(specs, job.compaction_ids, parts, strict=True):
+        entry = _compaction_entry(spec, part.ranges, ulid_to_str(cid))
+        entry["outputs"] = {"ssts": [ulid_to_str(h.id) for h in part.outputs],
+                            "count": len(part.outputs)}
+        for key in ("rows_in", "rows_out", "bytes_in", "bytes_out"):
+            entry[key] = sum(getattr(r.metrics, key) for r in part.results)
+        entries.append(entry)
     return CompactionReport(
-        db=db, status="committed", policy=spec.policy.value,
-        compaction_id=ulid_to_str(job.compaction_id),
+        db=db, status="committed", policy=specs[0].policy.value,
+        compaction_id=ulid_to_str(job.compaction_id) if len(specs) == 1 else None,
         ranges=tuple(str(r) for r in ranges),
-        inputs={"l0_views": len(spec.l0_views), "sorted_runs": len(spec.runs),
+        inputs={"l0_views": sum(len(s.l0_views) for s in specs),
+                "sorted_runs": sum(len(s.runs) for s in specs),
                 "ssts": len(views), "estimated_bytes": sum(v.size for v in views)},
         outputs={"ssts": [ulid_to_str(h.id) for h in outputs], "count": len(outputs)},
         rows_in=retention.rows_in, rows_out=retention.rows_out, bytes_in=bytes_in,
@@ -125,7 +176,8 @@ def build_report(db: str, job: CompactionJob, views: Sequence[InputView],
         throughput_mb_s=_throughput(bytes_in, timing),
         peak_task_rss_bytes=max((r.metrics.peak_rss_bytes for r in results), default=0),
         task_metrics=tuple(_task_dict(r) for r in sorted(results, key=lambda r: r.index)),
-        **_spec_fields(spec),
+        compactions=tuple(entries),
+        **_spec_fields(specs),
     )
 
 

@@ -12,7 +12,12 @@ plan, fence the other compactors, record the compaction in ``compactions/``, spl
 ranges of balanced input bytes, run one task per range through a
 :class:`~slatelib.ops.compaction.runner.TaskRunner` (threads here, Spark executors in the
 job), retry tasks that failed transiently, and commit.
-Databases with segments (SlateDB RFC-0024) are refused with :class:`UnsupportedFeatureError`.
+
+A database with segments (SlateDB RFC-0024) may need one compaction per segment
+(:func:`~slatelib.core.compaction_plan.plan_compactions`): the run fences once, records
+them all as Running in one compactions-file version, runs the key-range tasks of all of
+them through one runner call, and commits them with one manifest CAS
+(docs/rfcs/0018-segments.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from slatelib.core.compaction_plan import (
     PlanOptions,
     Policy,
     check_compactable,
-    plan_compaction,
+    plan_compactions,
 )
 from slatelib.core.compaction_source import SourceId
 from slatelib.core.compaction_state import abandoned, running
@@ -54,8 +59,8 @@ from slatelib.ops.compaction.commit import (
     UpdateTimeoutError,
     commit_manifest,
     fence_compactor,
-    mark_compaction,
     mark_compaction_quietly,
+    mark_compactions,
     record_compaction,
 )
 from slatelib.ops.compaction.execute import load_merge_operator
@@ -69,9 +74,14 @@ from slatelib.ops.compaction.plan_io import (
     read_state,
     split_ranges,
 )
-from slatelib.ops.compaction.report import CompactionReport, build_report, plan_report
+from slatelib.ops.compaction.report import (
+    CompactionReport,
+    ExecutedPart,
+    build_report,
+    plan_report,
+)
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
-from slatelib.ops.compaction.task import CompactionResult
+from slatelib.ops.compaction.task import CompactionResult, CompactionTask
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
@@ -92,36 +102,53 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CompactionJob:
-    """A fenced, recorded compaction ready to execute and commit."""
+    """Fenced, recorded compactions ready to execute and commit: one, or one per tree of
+    a segmented database (``compaction_ids[i]`` is the compactions-file id of
+    ``specs[i]``)."""
 
     manifests: ManifestStore
     compactions: CompactionsStore
-    spec: CompactionSpec
+    specs: tuple[CompactionSpec, ...]
     claim: CompactorClaim
-    compaction_id: Ulid
+    compaction_ids: tuple[Ulid, ...]
     settings: Settings
     clock: Clock
 
+    @property
+    def spec(self) -> CompactionSpec:
+        """The first compaction (the only one of a database without segments)."""
+        return self.specs[0]
 
-def commit_compaction(job: CompactionJob, results: Sequence[CompactionResult]) -> CommitOutcome:
-    """Record the outputs (Compacted), commit the manifest, mark Completed.
+    @property
+    def compaction_id(self) -> Ulid:
+        return self.compaction_ids[0]
+
+
+def commit_compaction(job: CompactionJob,
+                      results: Sequence[Sequence[CompactionResult]]) -> CommitOutcome:
+    """Record the outputs (Compacted), commit the manifest, mark Completed
+    (``results[i]``: the task results of ``job.specs[i]``).
 
     Raises:
         FencedError: a newer compactor took over; nothing is committed.
         SourcesChangedError: a source is gone; nothing is committed.
         ConflictError: the commit could not be written.
-        CommitStateUnknownError: the commit's outcome is unknown (the entry stays Compacted).
+        CommitStateUnknownError: the commit's outcome is unknown (the entries stay
+            Compacted).
         UnavailableError: recording the outputs failed, or the commit was not done within
             ``manifest_update_timeout`` (:class:`UpdateTimeoutError`); nothing is committed.
     """
     cs = job.settings.compaction
-    outputs = [h for r in sorted(results, key=lambda r: r.index) for h in r.outputs]
+    outputs = [[h for r in sorted(rs, key=lambda r: r.index) for h in r.outputs]
+               for rs in results]
     timeout = cs.manifest_update_timeout
-    mark_compaction(job.compactions, job.claim.epoch, job.compaction_id,
-                    CompactionStatus.COMPACTED, outputs, clock=job.clock, timeout_s=timeout)
+    mark_compactions(job.compactions, job.claim.epoch,
+                     [(cid, CompactionStatus.COMPACTED, outs)
+                      for cid, outs in zip(job.compaction_ids, outputs, strict=True)],
+                     clock=job.clock, timeout_s=timeout)
     try:
         outcome = commit_manifest(
-            job.manifests, job.spec, outputs, epoch=job.claim.epoch,
+            job.manifests, job.specs, outputs, epoch=job.claim.epoch,
             checkpoint_lifetime_s=cs.checkpoint_lifetime, clock=job.clock, timeout_s=timeout,
             drop_checkpoint=job.claim.marker,
         )
@@ -129,14 +156,15 @@ def commit_compaction(job: CompactionJob, results: Sequence[CompactionResult]) -
         raise  # read back and not there: nothing is committed
     except (UnavailableError, CommitStateUnknownError) as exc:
         # A lost response followed by a store that stays unavailable: the commit may have
-        # landed. The entry stays Compacted; the next compactor's takeover marks it
-        # Completed when the manifest references its outputs, else Failed.
+        # landed. The entries stay Compacted; the next compactor's takeover marks them
+        # Completed when the manifest references their outputs, else Failed.
         raise CommitStateUnknownError(
-            f"compaction {ulid_to_str(job.compaction_id)} of {job.manifests.root!r}: whether "
-            f"its manifest commit landed is unknown ({type(exc).__name__}: {exc}); its "
-            "compactions entry stays Compacted and the next compaction run resolves it"
+            f"compaction {', '.join(map(ulid_to_str, job.compaction_ids))} of "
+            f"{job.manifests.root!r}: whether its manifest commit landed is unknown "
+            f"({type(exc).__name__}: {exc}); its compactions entry stays Compacted and the "
+            "next compaction run resolves it"
         ) from exc
-    mark_compaction_quietly(job.compactions, job.claim.epoch, job.compaction_id,
+    mark_compaction_quietly(job.compactions, job.claim.epoch, job.compaction_ids,
                             CompactionStatus.COMPLETED, clock=job.clock, timeout_s=timeout)
     return outcome
 
@@ -190,11 +218,11 @@ class _Run:
     def lap(self, phase: str, since: float) -> None:
         self.timing[phase] = self.timing.get(phase, 0.0) + time.perf_counter() - since
 
-    def plan(self) -> tuple[DbState, CompactionSpec | None]:
+    def plan(self) -> tuple[DbState, list[CompactionSpec]]:
         state = read_state(self.manifests, self.compactions)
         check_compactable(state.manifest.value)
-        return state, plan_compaction(state.manifest.value, _value(state.compactions),
-                                      self.options)
+        return state, plan_compactions(state.manifest.value, _value(state.compactions),
+                                       self.options)
 
     def split(self, spec: CompactionSpec, manifest: Manifest,
               ) -> tuple[list[InputView], list[BytesRange]]:
@@ -217,69 +245,93 @@ class _Run:
         self.lap("check", t)
         return verdict
 
-    def check(self, spec: CompactionSpec, manifest: Manifest) -> None:
+    def check(self, specs: Sequence[CompactionSpec], manifest: Manifest) -> None:
         """Every input SST's metadata, before the first write."""
         t = time.perf_counter()
-        check_sources(self.store, self.root, manifest, [spec], cache=self.cache)
+        check_sources(self.store, self.root, manifest, specs, cache=self.cache)
         self.lap("check", t)
 
-    def start(self, checked: CompactionSpec) -> tuple[CompactionJob, Manifest] | None:
-        """Fence, plan again on the fenced state, list the compaction as Running
-        (``checked``: the spec whose sources :meth:`check` read)."""
+    def start(self, checked: Sequence[CompactionSpec]) -> tuple[CompactionJob, Manifest] | None:
+        """Fence, plan again on the fenced state, list the compactions as Running
+        (``checked``: the specs whose sources :meth:`check` read)."""
         t = time.perf_counter()
         claim = self.fence()
-        state, spec = self.plan()
-        if spec is None:
+        state, specs = self.plan()
+        if not specs:
             self.lap("fence", t)
             return None
-        if spec != checked:  # the writer added sources meanwhile: check those too
-            check_sources(self.store, self.root, state.manifest.value, [spec], cache=self.cache)
+        if specs != list(checked):  # the writer added sources meanwhile: check those too
+            check_sources(self.store, self.root, state.manifest.value, specs,
+                          cache=self.cache)
         now = self.clock.now_ms()
         ids = UlidGenerator()
-        compaction_id = ids.new(now)
-        entry = running(compaction_id, spec.to_tiered(), ulid_to_str(ids.new(now)), now)
-        record_compaction(self.compactions, claim.epoch, entry, clock=self.clock,
+        compaction_ids = tuple(ids.new(now) for _ in specs)
+        worker_id = ulid_to_str(ids.new(now))
+        entries = [running(cid, spec.to_tiered(), worker_id, now)
+                   for cid, spec in zip(compaction_ids, specs, strict=True)]
+        record_compaction(self.compactions, claim.epoch, *entries, clock=self.clock,
                           timeout_s=self.cs.manifest_update_timeout)
         self.lap("fence", t)
-        log.info("compaction started [db=%s, id=%s, policy=%s, sources=%d, destination=%d, "
-                 "epoch=%d]", self.root, ulid_to_str(compaction_id), spec.policy.value,
-                 len(spec.sources), spec.destination, claim.epoch)
-        job = CompactionJob(self.manifests, self.compactions, spec, claim, compaction_id,
-                            self.settings, self.clock)
+        for cid, spec in zip(compaction_ids, specs, strict=True):
+            log.info("compaction started [db=%s, id=%s, segment=%s, policy=%s, sources=%d, "
+                     "destination=%d, epoch=%d]", self.root, ulid_to_str(cid),
+                     spec.segment_label, spec.policy.value, len(spec.sources),
+                     spec.destination, claim.epoch)
+        job = CompactionJob(self.manifests, self.compactions, tuple(specs), claim,
+                            compaction_ids, self.settings, self.clock)
         return job, state.manifest.value
+
+    def tasks(self, job: CompactionJob, manifest: Manifest,
+              ) -> tuple[list[CompactionTask], list[tuple[list[InputView], list[BytesRange]]]]:
+        """The key-range tasks of every compaction of ``job`` (numbered across them, in
+        spec order) and each compaction's input views and ranges."""
+        cs = self.cs
+        tasks: list[CompactionTask] = []
+        splits = []
+        for spec, cid in zip(job.specs, job.compaction_ids, strict=True):
+            views, ranges = self.split(spec, manifest)
+            part = build_tasks(spec, views, ranges, TaskOptions(
+                store=self.store.spec, db_path=self.root, compaction_id=cid,
+                sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
+                merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
+                bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(cid),
+            ))
+            if tasks:  # numbered after the tasks of the compactions before it
+                part = [replace(task, index=task.index + len(tasks)) for task in part]
+            tasks.extend(part)
+            splits.append((views, ranges))
+        return tasks, splits
 
     def execute(self, job: CompactionJob, manifest: Manifest,
                 runner: TaskRunner | None) -> CompactionReport:
-        """Split, run the tasks, commit; mark the compaction Failed on any error but
+        """Split, run the tasks, commit; mark the compactions Failed on any error but
         fencing (a fenced compactor must not write)."""
         cs = self.cs
         try:
             t = time.perf_counter()
-            views, ranges = self.split(job.spec, manifest)
-            tasks = build_tasks(job.spec, views, ranges, TaskOptions(
-                store=self.store.spec, db_path=self.root, compaction_id=job.compaction_id,
-                sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
-                merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
-                bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(job.compaction_id),
-            ))
+            tasks, splits = self.tasks(job, manifest)
             self.lap("split", t)
             t = time.perf_counter()
             results, runs = execute_tasks(runner or ThreadTaskRunner(self.slots), tasks,
                                           cs.task_attempts)
             self.lap("execute", t)
+            by_id = {task.index: task.compaction_id for task in tasks}
+            per_spec = [[r for r in results if by_id[r.index] == cid]
+                        for cid in job.compaction_ids]
             t = time.perf_counter()
-            outcome = commit_compaction(job, results)
+            outcome = commit_compaction(job, per_spec)
             self.lap("commit", t)
         except (FencedError, CommitStateUnknownError):
             raise  # fenced: the new compactor owns the entry; unknown: see commit_compaction
         except Exception:
-            mark_compaction_quietly(self.compactions, job.claim.epoch, job.compaction_id,
+            mark_compaction_quietly(self.compactions, job.claim.epoch, job.compaction_ids,
                                     CompactionStatus.FAILED, clock=self.clock,
                                     timeout_s=cs.manifest_update_timeout)
             raise
         self.lap("total", self.started)
-        report = build_report(self.root, job, views, ranges, results, outcome, runs,
-                              self.timing)
+        parts = [ExecutedPart(views, ranges, rs)
+                 for (views, ranges), rs in zip(splits, per_spec, strict=True)]
+        report = build_report(self.root, job, parts, outcome, runs, self.timing)
         verdict = job.claim.verdict
         return report if verdict is None else replace(report, compactor=verdict.to_dict())
 
@@ -339,7 +391,7 @@ def run_compaction(
     Raises:
         InvalidArgumentError: bad arguments, settings or sources.
         CompactorActiveError: another compactor may hold the epoch (and not ``takeover``).
-        InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
+        InvalidDbStateError: the database cannot be compacted.
         FencedError: another compactor took over; nothing was committed.
         ConflictError: a source disappeared or the commit kept conflicting.
         DataError: an input SST is damaged or missing (named in the error).
@@ -347,29 +399,30 @@ def run_compaction(
     """
     run = _prepare(path, store, settings, policy, sources, max_sst_size, parallelism, clock,
                    takeover)
-    state, spec = run.plan()
+    state, specs = run.plan()
     run.lap("plan", run.started)
     verdict = run.judge(state)
+    policy_ = run.options.policy
     if dry_run:
-        ranges = [] if spec is None else run.split(spec, state.manifest.value)[1]
+        ranges = [run.split(spec, state.manifest.value)[1] for spec in specs]
         run.lap("total", run.started)
-        return plan_report(run.root, run.options.policy, spec, ranges, dry_run=True,
+        return plan_report(run.root, policy_, specs, ranges, dry_run=True,
                            timing=run.timing, compactor=verdict.to_dict())
     if not verdict.may_fence and not takeover:
         raise CompactorActiveError(verdict.refusal(run.root))
-    if spec is None:
+    if not specs:
         if abandoned(_value(state.compactions)):
             t = time.perf_counter()
             run.fence()
             run.lap("fence", t)
         run.lap("total", run.started)
-        return plan_report(run.root, run.options.policy, None, [], dry_run=False,
+        return plan_report(run.root, policy_, [], [], dry_run=False,
                            timing=run.timing, compactor=verdict.to_dict())
-    run.check(spec, state.manifest.value)
-    started = run.start(spec)
+    run.check(specs, state.manifest.value)
+    started = run.start(specs)
     if started is None:
         run.lap("total", run.started)
-        return plan_report(run.root, run.options.policy, None, [], dry_run=False,
+        return plan_report(run.root, policy_, [], [], dry_run=False,
                            timing=run.timing, compactor=verdict.to_dict())
     return run.execute(*started, runner)
 

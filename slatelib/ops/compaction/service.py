@@ -56,9 +56,10 @@ from typing import Any
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import Settings
-from slatelib.core.compaction_plan import CompactionSpec, check_compactable, plan_compaction
+from slatelib.core.compaction_plan import CompactionSpec, check_compactable, plan_compactions
 from slatelib.core.compaction_state import abandoned
 from slatelib.core.compactor_claim import ClaimVerdict
+from slatelib.core.segments import trees
 from slatelib.errors import CompactorActiveError, InvalidArgumentError, SlateError
 from slatelib.exit_codes import (
     EXIT_COMPACTOR_ACTIVE,
@@ -176,6 +177,8 @@ class _Job:
     started_mono: float
     started_ms: int
     thread: threading.Thread | None = None
+    segments: tuple[str, ...] = ()
+    """The segments compacted (SlateDB RFC-0024); empty for a database without segments."""
 
 
 @dataclass(frozen=True)
@@ -199,11 +202,14 @@ class _Db:
     queued_since: float | None = None
     settled: bool = False  # polled with nothing to do (or failed) since its last compaction
     running: _Job | None = None
-    planned: CompactionSpec | None = None
+    planned: list[CompactionSpec] | None = None
     verdict: ClaimVerdict | None = None
     verdict_key: tuple[int, int | None] | None = None
     l0: int | None = None
+    """L0 views of the deepest tree (the top-level one, or the segment with the most)."""
     sorted_runs: int | None = None
+    """Sorted runs of the tree with the most."""
+    segments: int = 0
     max_l0: int = 0
     max_sorted_runs: int = 0
     last_poll_ms: int | None = None
@@ -512,7 +518,12 @@ class CompactionService:
             store = self._store(db)
             state = read_state(ManifestStore(store, root), CompactionsStore(store, root))
             m = state.manifest.value
-            db.l0, db.sorted_runs = len(m.l0), len(m.compacted)
+            # per tree (the top-level one, or each segment): the deepest L0 is what
+            # stalls a writer at l0_max_ssts
+            ts = trees(m)
+            db.l0 = max(len(t.l0) for t in ts)
+            db.sorted_runs = max(len(t.compacted) for t in ts)
+            db.segments = len(m.segments or ())
             db.max_l0, db.max_sorted_runs = max(db.max_l0, db.l0), max(db.max_sorted_runs,
                                                                        db.sorted_runs)
             db.last_poll_ms = self.clock.now_ms()
@@ -524,18 +535,18 @@ class CompactionService:
                 db.verdict_key = key
             if not db.verdict.may_fence:
                 raise CompactorActiveError(db.verdict.refusal(root))
-            spec = plan_compaction(m, comp, self.options)
+            specs = plan_compactions(m, comp, self.options)
         except Exception as exc:
             self._failed(db, exc, now)
             return
         db.next_poll = now + self.settings.service.poll_interval
         db.backoff_until = None
-        if spec is None and not abandoned(comp):
+        if not specs and not abandoned(comp):
             db.settled, db.queued_since, db.planned = True, None, None
             return
-        # work: a compaction, or entries a killed run left Running (closed by a fence)
+        # work: compactions, or entries a killed run left Running (closed by a fence)
         db.settled = False
-        db.planned = spec
+        db.planned = specs
         if db.queued_since is None:
             db.queued_since = now
 
@@ -548,15 +559,17 @@ class CompactionService:
             self._start(db, now)
 
     def _start(self, db: _Db, now: float) -> None:
-        spec = db.planned
-        job = _Job(tuple(str(s) for s in spec.sources) if spec else (),
-                   spec.destination if spec else None, now, self.clock.now_ms())
+        specs = db.planned or []
+        job = _Job(tuple(str(s) for spec in specs for s in spec.sources),
+                   specs[0].destination if len(specs) == 1 else None, now, self.clock.now_ms(),
+                   segments=tuple(spec.segment_label for spec in specs if spec.segment))
         db.running, db.queued_since = job, None
         thread = threading.Thread(target=self._compact, args=(db.target, self._store(db)),
                                   name=f"slatelib-service-{db.order}", daemon=True)
         job.thread = thread
-        log.info("compaction service: compacting [db=%s, sources=%s, destination=%s]",
-                 db.target.name, ",".join(job.sources), job.destination)
+        log.info("compaction service: compacting [db=%s, sources=%s, destination=%s%s]",
+                 db.target.name, ",".join(job.sources), job.destination,
+                 f", segments={','.join(job.segments)}" if job.segments else "")
         thread.start()
 
     def _runner(self, target: ServiceDb) -> TaskRunner:
@@ -635,10 +648,15 @@ class CompactionService:
         db.last_compaction_ms = self.clock.now_ms()
         db.next_poll = now  # size-tiered may have more to do right away
         db.settled = False
-        entry = {"compaction_id": r.compaction_id, "sources": list(r.sources),
+        entry: dict[str, Any] = {"compaction_id": r.compaction_id, "sources": list(r.sources),
                  "destination": r.destination, "rows_in": r.rows_in, "rows_out": r.rows_out,
                  "bytes_in": r.bytes_in, "bytes_out": r.bytes_out, "tasks": r.tasks,
                  "seconds": round(seconds, 3), "finished_at": iso_ms(db.last_compaction_ms)}
+        segments = [c for c in r.compactions if c.get("segment") != "(top-level)"]
+        if segments:  # one compaction per segment (SlateDB RFC-0024)
+            entry["segments"] = [{k: c.get(k) for k in ("segment", "compaction_id",
+                                                        "sources", "destination")}
+                                 for c in segments]
         db.history.append(entry)
         log.info("compaction committed [db=%s, sources=%s, destination=%s, rows_in=%d, "
                  "rows_out=%d, bytes_in=%d, bytes_out=%d, seconds=%.3f]", db.target.name,
@@ -666,14 +684,17 @@ class CompactionService:
     def _running_entry(self, db: _Db, now: float) -> dict[str, Any]:
         job = db.running
         assert job is not None
-        return {"db": db.target.name, "sources": list(job.sources),
-                "destination": job.destination, "started_at": iso_ms(job.started_ms),
-                "seconds": round(now - job.started_mono, 3)}
+        out = {"db": db.target.name, "sources": list(job.sources),
+               "destination": job.destination, "started_at": iso_ms(job.started_ms),
+               "seconds": round(now - job.started_mono, 3)}
+        if job.segments:
+            out["segments"] = list(job.segments)
+        return out
 
     def _db_status(self, db: _Db, now: float) -> dict[str, Any]:
         return {
             "db": db.target.name, "path": db.target.path, "state": db.state(now),
-            "l0": db.l0, "sorted_runs": db.sorted_runs,
+            "l0": db.l0, "sorted_runs": db.sorted_runs, "segments": db.segments,
             "compactor": None if db.verdict is None else db.verdict.holder.value,
             "running": None if db.running is None else self._running_entry(db, now),
             "last_poll_at": iso_ms(db.last_poll_ms),

@@ -34,7 +34,6 @@ import logging
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,29 +46,41 @@ from slatelib.core.compaction_worker import (
     claim,
     claimable,
     compacted,
+    declined_reason,
     heartbeat,
     outputs_in_order,
     progress_context,
     release,
     remaining_work,
     reported,
+    scheduled,
     spec_of,
 )
 from slatelib.core.compactions import Compaction, Compactions, TieredCompactionContext
 from slatelib.core.manifest import SstHandle
+from slatelib.core.segments import segment_label
 from slatelib.errors import (
     ConflictError,
     FencedError,
     InvalidArgumentError,
     SlateError,
 )
+from slatelib.exit_codes import EXIT_OK, exit_code_for
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources
 from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views, split_ranges
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
+from slatelib.ops.compaction.service import status_path, write_status
 from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskFailure, TaskOutcome
+from slatelib.ops.compaction.worker_report import (
+    DbStats,
+    RunningJob,
+    first_problem,
+    worker_report,
+    worker_status,
+)
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
@@ -81,9 +92,6 @@ from slatelib.txn import update_versioned
 __all__ = ["CompactionWorker", "WorkerDb", "WorkerOptions", "new_worker_id"]
 
 log = logging.getLogger(__name__)
-
-JOBS_KEPT = 200
-"""Jobs listed per database in the report (the counters cover all of them)."""
 
 RETRY_AFTER_S = 300.0
 """A job that failed here is not claimed again by this worker before this many seconds."""
@@ -114,6 +122,10 @@ class WorkerOptions:
     discover_interval_s: float = 60.0
     retry_after_s: float = RETRY_AFTER_S
     worker_id: str | None = None
+    status_file: str | None = None
+    """A local file the worker's status is written to (JSON, atomically) every
+    ``status_interval_s`` and at the end; None: none."""
+    status_interval_s: float = 10.0
 
     def check(self) -> None:
         """Raises:
@@ -132,6 +144,8 @@ class WorkerOptions:
                 "coordinators' setting: a slower heartbeat lets them reclaim running jobs")
         if self.run_for_s is not None and self.run_for_s <= 0:
             raise InvalidArgumentError(f"--run-for must be positive, got {self.run_for_s}")
+        if self.status_interval_s <= 0:
+            raise InvalidArgumentError("[worker] status_interval must be positive")
 
     @staticmethod
     def from_settings(settings: Settings, **overrides: Any) -> WorkerOptions:
@@ -142,8 +156,12 @@ class WorkerOptions:
             heartbeat_interval_s=w.heartbeat_interval,
             heartbeat_timeout_s=w.worker_heartbeat_timeout,
             discover_interval_s=w.discover_interval,
+            status_file=status_path(w.status_file),
+            status_interval_s=w.status_interval,
         )
         given = {k: v for k, v in overrides.items() if v is not None}
+        if "status_file" in given:
+            given["status_file"] = status_path(given["status_file"])
         return WorkerOptions(**{**base.__dict__, **given})
 
 
@@ -181,23 +199,6 @@ class _Job:
                 return None
             self.ctx_dirty = False
             return self.ctx
-
-
-@dataclass
-class _DbStats:
-    claimed: int = 0
-    compacted: int = 0
-    released: int = 0
-    lost: int = 0
-    failed: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    ranges_resumed: int = 0
-    last_error: dict[str, str] | None = None
-    jobs: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=JOBS_KEPT))
-    """The latest jobs (a standing worker runs for days: older ones are only counted)."""
 
 
 class _ProgressRunner:
@@ -257,10 +258,11 @@ class CompactionWorker:
         self._stop = threading.Event()
         self._beat_stop = threading.Event()
         self._release_on_stop = False
-        self._stats: dict[str, _DbStats] = {}
+        self._stats: dict[str, DbStats] = {}
         self._skip_until: dict[tuple[str, Ulid], float] = {}
         self._dbs: list[WorkerDb] = []
         self._errors: list[dict[str, str]] = []
+        self._started_ms = clock.now_ms()
         self.polls = 0
 
     # ------------------------------------------------------------------ control
@@ -277,8 +279,8 @@ class CompactionWorker:
         with self._jobs_lock:
             return list(self._jobs.values())
 
-    def _stats_for(self, db: WorkerDb) -> _DbStats:
-        return self._stats.setdefault(db.name, _DbStats())
+    def _stats_for(self, db: WorkerDb) -> DbStats:
+        return self._stats.setdefault(db.name, DbStats())
 
     # --------------------------------------------------------------------- loop
     def run(self) -> dict[str, Any]:
@@ -293,9 +295,14 @@ class CompactionWorker:
         beat.start()
         pool = ThreadPoolExecutor(opts.max_concurrent, thread_name_prefix="worker-job")
         next_discover = 0.0
+        next_status = 0.0
+        self._started_ms = self.clock.now_ms()
         try:
             while not self._stop.is_set():
                 now = self.clock.monotonic_s()
+                if now >= next_status and self.polls:
+                    self.write_status()
+                    next_status = now + opts.status_interval_s
                 if opts.run_for_s is not None and now - started >= opts.run_for_s:
                     log.info("worker: --run-for elapsed; finishing running jobs")
                     break
@@ -318,6 +325,7 @@ class CompactionWorker:
             pool.shutdown(wait=True)
             self._beat_stop.set()
             beat.join()
+            self.write_status(final=True)
         return self.report(self.clock.monotonic_s() - started)
 
     def _refresh_databases(self) -> None:
@@ -340,6 +348,7 @@ class CompactionWorker:
                 found |= self._claim_from(db, free, pool)
             except SlateError as exc:
                 self._note_error(db, exc, "poll")
+                self._stats_for(db).poll_error_code = exit_code_for(exc)
         return found
 
     def _note_error(self, db: WorkerDb, exc: BaseException, where: str) -> None:
@@ -349,11 +358,31 @@ class CompactionWorker:
         log.warning("worker: %s of %s failed [error=%s: %s]", where, db.name,
                     type(exc).__name__, exc)
 
+    def _decline(self, db: WorkerDb, state: Compactions) -> None:
+        """Note every Scheduled entry this worker will not execute (logged once each)."""
+        stats = self._stats_for(db)
+        for c in scheduled(state):
+            why = declined_reason(c)
+            if why is None or c.id in stats.declined:
+                continue
+            segment = getattr(c.spec, "segment", None)
+            stats.declined[c.id] = {
+                "id": ulid_to_str(c.id), "spec": type(c.spec).__name__,
+                "segment": None if segment is None else segment_label(segment),
+                "reason": why, "at_ms": self.clock.now_ms()}
+            log.warning("worker: NOT executing scheduled compaction [db=%s, id=%s, spec=%s, "
+                        "segment=%s]: %s", db.name, ulid_to_str(c.id), type(c.spec).__name__,
+                        stats.declined[c.id]["segment"], why)
+
     def _claim_from(self, db: WorkerDb, free: int, pool: ThreadPoolExecutor) -> bool:
         store = CompactionsStore(db.store, db.path)
         current = store.try_read_latest()
+        stats = self._stats_for(db)
+        stats.poll_error_code = EXIT_OK
+        stats.last_poll_ms = self.clock.now_ms()
         if current is None:
             return False
+        self._decline(db, current.value)
         now = self.clock.monotonic_s()
         candidates = []
         for c in claimable(current.value):
@@ -404,6 +433,7 @@ class CompactionWorker:
             if job.lost.is_set():
                 raise FencedError(f"compaction {job.label} was reclaimed while it ran")
             self._report_compacted(job, outputs)
+            stats.failed_entries.pop(job.compaction_id, None)
             stats.compacted += 1
             stats.rows_in += job.rows_in
             stats.rows_out += job.rows_out
@@ -427,6 +457,7 @@ class CompactionWorker:
                         ulid_to_str(job.compaction_id), exc)
         except Exception as exc:  # every failure hands the job back; the loop goes on
             stats.failed += 1
+            stats.failed_entries[job.compaction_id] = exit_code_for(exc)
             self._note_error(db, exc, f"compaction {ulid_to_str(job.compaction_id)}")
             stats.jobs.append({"id": ulid_to_str(job.compaction_id), "status": "failed",
                                "error": {"type": type(exc).__name__, "message": str(exc)}})
@@ -562,20 +593,35 @@ class CompactionWorker:
 
     # ------------------------------------------------------------------- report
     def report(self, seconds: float) -> dict[str, Any]:
-        dbs = []
-        totals = dict.fromkeys(("claimed", "compacted", "released", "lost", "failed", "rows_in", "rows_out", "bytes_in", "bytes_out"), 0)
-        for db in self._dbs:
-            s = self._stats_for(db)
-            entry = {"db": db.name, "claimed": s.claimed, "compacted": s.compacted,
-                     "released": s.released, "lost": s.lost, "failed": s.failed,
-                     "rows_in": s.rows_in, "rows_out": s.rows_out, "bytes_in": s.bytes_in,
-                     "bytes_out": s.bytes_out, "ranges_resumed": s.ranges_resumed,
-                     "jobs": list(s.jobs)}
-            if s.last_error:
-                entry["last_error"] = s.last_error
-            for k in totals:
-                totals[k] += int(entry[k])  # type: ignore[call-overload]
-            dbs.append(entry)
-        return {"mode": "worker", "worker_id": self.worker_id, "polls": self.polls,
-                "totals": totals, "databases": dbs, "seconds": round(seconds, 3)}
+        return worker_report(self.worker_id, self.polls,
+                             [(db.name, self._stats_for(db)) for db in self._dbs], seconds)
 
+    def exit_code(self) -> int:
+        """The process exit code of a run that stopped by ``until_idle``: the first
+        database's :attr:`DbStats.exit_code` that is not 0 (a declined entry, a job left
+        handed back after failing, a failing poll), else 0. Other stops exit 0 (their
+        report and status file still count every declined entry)."""
+        if not self.options.until_idle:
+            return EXIT_OK
+        return first_problem(self._stats_for(db) for db in self._dbs)
+
+    def status(self, *, final: bool = False) -> dict[str, Any]:
+        """The status file's content (:func:`worker_status`)."""
+        state = "stopped" if final else "stopping" if self._stop.is_set() else "running"
+        running = self._running()
+        return worker_status(
+            self.worker_id, state=state, started_ms=self._started_ms,
+            now_ms=self.clock.now_ms(), polls=self.polls,
+            databases=[(db.name, self._stats_for(db), [
+                RunningJob(ulid_to_str(j.compaction_id), len(j.work), len(j.written))
+                for j in running if j.db.name == db.name]) for db in self._dbs])
+
+    def write_status(self, *, final: bool = False) -> None:
+        """Write the status file (when configured); a failure is logged, not raised."""
+        if self.options.status_file is None:
+            return
+        try:
+            write_status(self.options.status_file, self.status(final=final))
+        except OSError as exc:
+            log.warning("worker: could not write the status file [path=%s, error=%s]",
+                        self.options.status_file, exc)

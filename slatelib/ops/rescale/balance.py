@@ -21,6 +21,8 @@ from slatelib.core.manifest import Manifest, SstHandle
 from slatelib.core.range_split import COARSE_FRACTION, Anchor, view_anchor
 from slatelib.core.ranges import BytesRange
 from slatelib.core.rescale_plan import ShardEstimate, balanced_split_keys, shard_estimates
+from slatelib.core.rescale_segments import segment_anchors
+from slatelib.core.segments import trees
 from slatelib.errors import InvalidArgumentError
 from slatelib.format.sst import read_stats
 from slatelib.objstore import ObjectStore
@@ -53,16 +55,18 @@ def wal_weight(rows: Sequence[tuple[bytes, int]]) -> ViewWeight:
 
 
 def manifest_views(store: ObjectStore, root: str, manifest: Manifest) -> list[InputView]:
-    """Every view of the top-level tree (L0 and sorted runs) with its path and size.
+    """Every view of every tree (the top-level one and each segment: L0 and sorted runs)
+    with its path and size.
 
     Raises:
         CorruptObjectError: an unsafe ``external_dbs`` path, or a view without its SST.
     """
     tables = TableStore(store, root)
     external = external_roots(root, manifest)
-    l0 = {v.id for v in manifest.l0}
+    l0 = {v.id for t in trees(manifest) for v in t.l0}
     out = []
-    for view in (*manifest.l0, *(v for r in manifest.compacted for v in r.views)):
+    for view in (v for t in trees(manifest)
+                 for v in (*t.l0, *(v for r in t.compacted for v in r.views))):
         handle = manifest.sst(view.sst_id)
         tv = TaskView(view, handle, tables.sst_path(handle.id, external))
         out.append(InputView(view, tv, effective_range(view, handle.info),
@@ -129,13 +133,26 @@ def read_weights(store: ObjectStore, views: Sequence[InputView], *, into: int,
     return out
 
 
-def choose_split_keys(weights: Sequence[ViewWeight], into: int) -> tuple[bytes, ...]:
-    """``into - 1`` keys that balance the bytes of ``weights``.
+def choose_split_keys(weights: Sequence[ViewWeight], into: int,
+                      segments: Sequence[bytes] = ()) -> tuple[bytes, ...]:
+    """``into - 1`` keys that balance the bytes of ``weights``; with ``segments`` (the
+    prefixes of a segmented source), keys at segment boundaries only
+    (:func:`~slatelib.core.rescale_segments.segment_anchors`).
 
     Raises:
-        InvalidArgumentError: too little data to cut into ``into`` shards.
+        InvalidArgumentError: too little data to cut into ``into`` shards (with segments:
+            fewer segments holding data than shards).
     """
-    return balanced_split_keys([a for w in weights for a in w.anchors], into)
+    anchors = [a for w in weights for a in w.anchors]
+    if segments:
+        anchors = segment_anchors(anchors, segments)
+        held = len(anchors)
+        if held < into:
+            raise InvalidArgumentError(
+                f"cannot split into {into}: the source is segmented (SlateDB RFC-0024) and a "
+                f"split keeps every segment whole, but only {held} segments hold data; split "
+                "into fewer shards; nothing was written")
+    return balanced_split_keys(anchors, into)
 
 
 def plan_weights(store: ObjectStore, root: str, manifest: Manifest, into: int,
@@ -143,14 +160,20 @@ def plan_weights(store: ObjectStore, root: str, manifest: Manifest, into: int,
                  ) -> tuple[list[ViewWeight], tuple[bytes, ...] | None]:
     """The weights of a source (its views, plus ``wal_rows`` not yet in an L0) and the
     balanced split keys (None: too little data even per row). Block anchors first; per
-    row when they are too few and the source is small.
+    row when they are too few and the source is small. A segmented source is cut at
+    segment boundaries only (:func:`choose_split_keys`).
 
     Raises:
         CorruptObjectError / ChecksumMismatchError / SstMissingError: an unreadable SST.
+        InvalidArgumentError: a segmented source with fewer segments holding data than
+            shards.
     """
     views = manifest_views(store, root, manifest)
     extra = [wal_weight(wal_rows)] if wal_rows else []
     weights = read_weights(store, views, into=into) + extra
+    segments = [s.prefix for s in manifest.segments or ()]
+    if segments:  # cuts at segment boundaries: block anchors weigh the segments enough
+        return weights, choose_split_keys(weights, into, segments)
     try:
         return weights, choose_split_keys(weights, into)
     except InvalidArgumentError:

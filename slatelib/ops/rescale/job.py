@@ -41,9 +41,11 @@ from slatelib.ops.rescale.source import (
     SourceInfo,
     check_flushable,
     check_live,
+    check_segmented_source,
     ensure_checkpoint,
     flush_wal_to_l0,
     read_source,
+    settle_segmented_wal,
 )
 from slatelib.ops.rescale.targets import compact_target, detach_target, ensure_clone
 from slatelib.ops.rescale.task_check import (
@@ -59,7 +61,7 @@ from slatelib.ops.rescale.validate import (
     source_checkpoints,
     thread_mapper,
 )
-from slatelib.store.manifest_store import ManifestStore
+from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,7 @@ class RescaleJob:
         o = self.options
         info = read_source(self.store, path, self.clock, live_window_s=o.live_window_s)
         check_live(info, fence_source=o.fence_source, allow_live_source=o.allow_live_source)
+        check_segmented_source(info, fence_source=o.fence_source)
         if flush:
             check_flushable(info, self.settings, allow_live_source=o.allow_live_source,
                             fence_source=o.fence_source)
@@ -252,12 +255,17 @@ class RescaleJob:
             if latest.value.checkpoint(cp) is None:
                 info = fresh.get(src.path) or read_source(
                     self.store, src.path, self.clock, live_window_s=self.options.live_window_s)
-                if info.needs_flush or plan.options.get("fence_source"):
+                settled: StoredManifest | None = None
+                if latest.value.has_segments and info.needs_flush:
+                    with self.report.phase("flush"):  # rows in L0s already: no writer
+                        settled = settle_segmented_wal(self.store, src.path, self.clock)
+                elif info.needs_flush or plan.options.get("fence_source"):
                     with self.report.phase("flush"):
-                        flushed = flush_wal_to_l0(self.store, src.path, self.settings,
+                        settled = flush_wal_to_l0(self.store, src.path, self.settings,
                                                   self.clock)
-                    entry["flushed"] = {"manifest_id": flushed.id,
-                                        "writer_epoch": flushed.value.writer_epoch,
+                if settled is not None:
+                    entry["flushed"] = {"manifest_id": settled.id,
+                                        "writer_epoch": settled.value.writer_epoch,
                                         "wal_rows": info.wal_rows}
             with self.report.phase("checkpoint"):
                 stored = ensure_checkpoint(self.store, src.path, cp,
@@ -374,7 +382,11 @@ class RescaleJob:
             return got
 
         fused = None
-        if self.runner_factory is None and self.options.check_in_tasks:
+        segmented = any(ManifestStore(self.store, s.path).read_latest().value.has_segments
+                        for s in plan.sources)
+        if segmented:  # a segmented target is checked by the scan (docs/rfcs/0018-segments.md)
+            log.info("rescale: segmented sources; every target is checked by the scan")
+        if self.runner_factory is None and self.options.check_in_tasks and not segmented:
             try:
                 checkpoints = source_checkpoints(self.store, plan)
             except InvalidDbStateError as gone:  # the separate check reports it

@@ -9,9 +9,13 @@ Public API (re-exported by :mod:`slatelib.ops.rescale`)::
 Steps (each one resumable: a rerun of the same call after a crash anywhere finishes the job):
 
 1. **Check** everything before the first write: paths, split keys, targets free, sources
-   initialized and not segmented, no likely-live writer (:func:`~.source.check_live`), the
-   WAL tail flushable, for a merge disjoint source ranges; choose the split keys from the
-   block indexes (:mod:`~.balance`). A dry run stops here and reports the plan.
+   initialized, no likely-live writer (:func:`~.source.check_live`), the WAL tail
+   flushable, for a merge disjoint source ranges; choose the split keys from the block
+   indexes (:mod:`~.balance`). A segmented source (SlateDB RFC-0024) is cut at segment
+   boundaries only, merged by 0.17's per-segment union rules
+   (:mod:`slatelib.core.rescale_segments`), and its targets are checked by the scan;
+   its WAL rows must be in L0s already (:func:`~.source.check_segmented_source`). A dry
+   run stops here and reports the plan.
 2. **Record** the job under every source (:mod:`~.record`): a second job on a source is
    refused, a rerun of this one resumes it.
 3. **Flush and checkpoint** each source: move a WAL tail into an L0 (fencing its writer),
@@ -52,6 +56,7 @@ from slatelib.core.rescale_plan import (
     shard_ranges,
     span_union,
 )
+from slatelib.core.rescale_segments import check_disjoint_trees, check_keys_respect_segments
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.checkpoint import as_checkpoint_id
@@ -152,6 +157,8 @@ def split_database(
                 base, wal = info.latest, info.wal_sizes
             else:
                 base, wal = _given_checkpoint(job.store, src, given, clock), ()
+            if keys is not None and base.value.segments:
+                check_keys_respect_segments(keys, [s.prefix for s in base.value.segments])
             weights, auto = plan_weights(job.store, src, base.value, len(tgts), wal)
             if auto is not None and not wal:  # the checkpoint may pin the same views
                 job.planned_keys[(src, len(tgts))] = (base.value, auto)
@@ -221,8 +228,11 @@ def merge_databases(
             infos = [job.inspect(s) for s in srcs]
             fresh = {i.path: i for i in infos}
             check_target_free(job.store, tgt)
-            check_disjoint([(i.path, span_union(manifest_span(i.latest.value), i.wal_span))
-                            for i in infos])
+            if any(i.latest.value.has_segments for i in infos):
+                check_disjoint_trees([(i.path, i.latest.value) for i in infos])
+            else:
+                check_disjoint([(i.path, span_union(manifest_span(i.latest.value),
+                                                    i.wal_span)) for i in infos])
             if not any(i.needs_flush for i in infos):
                 _check_union(job.store, srcs, tgt, clock)
             est = 0

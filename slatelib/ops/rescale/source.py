@@ -85,19 +85,16 @@ class SourceInfo:
 
 
 def check_source_state(path: str, m: Manifest) -> None:
-    """A rescale source must be an initialized, live, unsegmented database.
+    """A rescale source must be an initialized, live database.
 
     Raises:
         InvalidDbStateError: uninitialized (a clone being created) or destroyed.
-        UnsupportedFeatureError: segments or a separate WAL store.
+        UnsupportedFeatureError: a separate WAL store.
     """
     if not m.initialized:
         raise InvalidDbStateError(f"source {path!r} is not initialized (a clone being created)")
     if m.destroyed_at_s is not None:
         raise InvalidDbStateError(f"source {path!r} was destroyed (at {m.destroyed_at_s})")
-    if m.has_segments:
-        raise UnsupportedFeatureError(f"source {path!r} uses segments; rescaling them is not "
-                                      "supported yet")
     if m.wal_object_store_uri is not None:
         raise UnsupportedFeatureError(f"source {path!r} keeps its WAL in a separate store")
 
@@ -200,6 +197,55 @@ def check_flushable(info: SourceInfo, settings: Settings, *, allow_live_source: 
             "yet (0.17 cannot clone a range of them) and its writer may be live: moving them "
             "into an L0 fences the writer, so pass --fence-source (or stop the writer); "
             "nothing was written")
+
+
+def check_segmented_source(info: SourceInfo, *, fence_source: bool) -> None:
+    """A segmented source (SlateDB RFC-0024) before the first write: slatelib's writer
+    does not open it (routing rows to segments takes the segment extractor, which is the
+    application's code), so the job can neither fence its writer nor move WAL rows into
+    L0s. It can only move ``replay_after_wal_id`` past WAL SSTs whose rows are in an L0
+    already (:func:`settle_segmented_wal`).
+
+    Raises:
+        UnsupportedFeatureError: rows only in the WAL, or ``--fence-source``.
+    """
+    m = info.latest.value
+    if not m.has_segments:
+        return
+    if info.wal_rows:
+        raise UnsupportedFeatureError(
+            f"source {info.path!r} is segmented (SlateDB RFC-0024, extractor "
+            f"{m.segment_extractor_name!r}) and has {info.wal_rows} rows only in its WAL "
+            f"(WAL SSTs {list(info.data_wal_ids)}): moving them into L0 SSTs needs the "
+            "segment extractor, which slatelib's writer does not have. Flush the official "
+            "writer's memtable (flush with FlushType.MemTable, or close it with a memtable "
+            "flush) and rerun; nothing was written")
+    if fence_source:
+        raise UnsupportedFeatureError(
+            f"source {info.path!r} is segmented (SlateDB RFC-0024): --fence-source fences "
+            "with slatelib's writer, which does not open segmented databases. Stop the "
+            "official writer instead (close it with a memtable flush) and rerun once "
+            "--live-window has passed; nothing was written")
+
+
+def settle_segmented_wal(store: ObjectStore, path: str, clock: Clock) -> StoredManifest:
+    """For a segmented source whose WAL rows are all in L0s already (checked by
+    :func:`check_segmented_source`): move ``replay_after_wal_id`` past those WAL SSTs
+    (what :func:`advance_replay_position` does after a flush), as the current writer epoch,
+    without fencing; returns the latest manifest.
+
+    Raises:
+        FencedError: a writer opened the source meanwhile.
+        UnsupportedFeatureError: WAL rows newer than the L0s are there now.
+    """
+    latest = ManifestStore(store, path).read_latest()
+    latest = advance_replay_position(store, path, latest.value.writer_epoch, clock)
+    left = remaining_wal_data(store, path, latest.value)
+    if left:
+        raise UnsupportedFeatureError(
+            f"source {path!r} is segmented and has WAL data newer than its L0s ({left}): "
+            "flush the official writer's memtable and rerun")
+    return latest
 
 
 def _flush_settings(settings: Settings) -> Settings:

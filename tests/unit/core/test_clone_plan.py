@@ -36,7 +36,6 @@ from slatelib.core.ranges import Bound, BytesRange
 from slatelib.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
-    UnsupportedFeatureError,
 )
 from slatelib.ids import Ulid
 
@@ -124,10 +123,88 @@ def test_bad_projections_are_refused(rng: BytesRange, why: str) -> None:
         project(SRC, rng)
 
 
-def test_segmented_sources_are_not_projected() -> None:
-    seg = replace(SRC, segments=(Segment(b"p", None, (), ()),))
-    with pytest.raises(UnsupportedFeatureError, match="segments"):
-        project(seg, R(b"a", b"b"))
+# -------------------------------------------------------------- segments (RFC-0024)
+def segdb(trees: dict[bytes, tuple[list[SstHandle], list[tuple[int, list[SstHandle]]]]],
+          cursors: dict[bytes, int] | None = None, **fields: object) -> Manifest:
+    """A segmented manifest (extractor ``fixed4``): per prefix its L0 SSTs and runs."""
+    segs, handles = [], []
+    for prefix, (l0, runs) in sorted(trees.items()):
+        handles += [*l0, *(h for _, hs in runs for h in hs)]
+        cursor = (cursors or {}).get(prefix)
+        segs.append(Segment(prefix, None if cursor is None else Ulid(cursor),
+                            tuple(SstView.identity(h.id) for h in l0),
+                            tuple(SortedRun(i, tuple(SstView.identity(h.id) for h in hs))
+                                  for i, hs in runs)))
+    m = replace(Manifest(), segments=tuple(segs), segment_extractor_name="fixed4",
+                ssts=tuple(sorted(handles, key=lambda h: h.id)))
+    return replace(m, **fields)  # type: ignore[arg-type]
+
+
+SEG = segdb({b"aaa:": ([sst(20, b"aaa:000", b"aaa:009")], [(0, [sst(21, b"aaa:000", b"aaa:009")])]),
+             b"bbb:": ([sst(22, b"bbb:000", b"bbb:009"), sst(23, b"bbb:000", b"bbb:009")], []),
+             b"zzz:": ([], [])},
+            cursors={b"aaa:": 7, b"zzz:": 8}, writer_epoch=2, last_l0_seq=9)
+
+
+def test_projection_clips_each_segment_and_drops_segments_left_without_views() -> None:
+    # 0.17 (docs/rfcs/0018-segments.md): each segment is projected like the top-level
+    # tree, keeps its cursor; segments without views go, the drain marker zzz: included
+    p = project(SEG, R(b"aaa:005", b"bbb:003"))
+    assert [s.prefix for s in p.segments or ()] == [b"aaa:", b"bbb:"]
+    a, b = p.segments or ()
+    assert [v.visible_range for v in a.l0] == [incl(b"aaa:005", b"aaa:009")]
+    assert [v.visible_range for v in a.compacted[0].views] == [incl(b"aaa:005", b"aaa:009")]
+    assert [v.visible_range for v in b.l0] == [R(b"bbb:000", b"bbb:003")] * 2
+    assert a.last_compacted_l0_sst_view_id == Ulid(7) and b.last_compacted_l0_sst_view_id is None
+    assert p.segment_extractor_name == "fixed4" and p.writer_epoch == 2
+    only_b = project(SEG, R(b"bbb:", None))
+    assert [s.prefix for s in only_b.segments or ()] == [b"bbb:"]
+    assert {h.id for h in only_b.ssts} == {Ulid(22), Ulid(23)}
+
+
+def pinned(path: str, m: Manifest) -> PinnedSource:
+    return PinnedSource(path, uuid.UUID(int=hash(path) & 0xFFFF), m)
+
+
+def test_union_of_segmented_sources_is_built_per_segment_as_0_17_does() -> None:
+    # the layout of the official union in docs/rfcs/0018-segments.md: A holds aaa:, ccc:
+    # and eee:005-009, B bbb: and eee:000-004; their whole ranges overlap, no segment does
+    a = segdb({b"aaa:": ([sst(30, b"aaa:0", b"aaa:4")], [(0, [sst(31, b"aaa:0", b"aaa:4")])]),
+               b"ccc:": ([sst(32, b"ccc:0", b"ccc:4")], [(1, [sst(33, b"ccc:0", b"ccc:4")])]),
+               b"eee:": ([sst(34, b"eee:5", b"eee:9")], [(2, [sst(35, b"eee:5", b"eee:9")])]),
+               b"zzz:": ([], [])}, cursors={b"aaa:": 3, b"zzz:": 4}, last_l0_seq=5)
+    b = segdb({b"bbb:": ([sst(40, b"bbb:0", b"bbb:4")], [(0, [sst(41, b"bbb:0", b"bbb:4")])]),
+               b"eee:": ([sst(42, b"eee:0", b"eee:4")], [(1, [sst(43, b"eee:0", b"eee:4")])])},
+              last_l0_seq=7)
+    for order in ([a, b], [b, a]):
+        u = plan_union_clone([pinned(n, m) for n, m in zip("AB" if order[0] is a else "BA",
+                                                             order, strict=True)],
+                             new_id=counter())
+        got = [(s.prefix, [v.sst_id for v in s.l0], [(r.id, [v.sst_id for v in r.views])
+                                                      for r in s.compacted],
+                s.last_compacted_l0_sst_view_id) for s in u.segments or ()]
+        assert got == [
+            (b"aaa:", [30], [(4, [31])], None),
+            (b"bbb:", [40], [(3, [41])], None),
+            (b"ccc:", [32], [(2, [33])], None),
+            (b"eee:", [42, 34], [(1, [43]), (0, [35])], None),  # B's eee: data comes first
+        ]
+        assert u.segment_extractor_name == "fixed4" and u.l0 == () and u.compacted == ()
+        assert u.last_l0_seq == 7 and not u.initialized
+        assert u.referenced_sst_ids() == {h.id for h in u.ssts}
+
+
+def test_union_refuses_overlap_within_a_segment_and_mixed_extractors() -> None:
+    a = segdb({b"bbb:": ([sst(50, b"bbb:0", b"bbb:9")], [])})
+    b = segdb({b"bbb:": ([sst(51, b"bbb:5", b"bbb:7")], [])})
+    with pytest.raises(InvalidArgumentError, match="in segment 'bbb:'"):
+        plan_union_clone([pinned("A", a), pinned("B", b)])
+    plain = db([sst(52, b"zz", b"zz")], [])
+    with pytest.raises(InvalidArgumentError, match="disagree on the segment extractor"):
+        plan_union_clone([pinned("A", a), pinned("P", plain)])
+    nested = segdb({b"bb": ([sst(53, b"bb0", b"bb1")], [])})
+    with pytest.raises(InvalidArgumentError, match="antichain"):
+        plan_union_clone([pinned("A", a), pinned("N", nested)])
 
 
 # ---------------------------------------------------------------------- single source

@@ -13,6 +13,7 @@ import pytest
 from slatelib.core.compaction_apply import (
     SourcesChangedError,
     apply_compaction,
+    apply_compactions,
     insert_run,
     is_committed,
 )
@@ -22,6 +23,7 @@ from slatelib.core.compaction_plan import (
     fresh_run_id,
     order_sources,
     plan_compaction,
+    plan_compactions,
 )
 from slatelib.core.compaction_source import SourceId, estimate_view_size
 from slatelib.core.compactions import (
@@ -47,7 +49,6 @@ from slatelib.errors import (
     FencedError,
     InvalidArgumentError,
     InvalidDbStateError,
-    UnsupportedFeatureError,
 )
 from slatelib.ids import Ulid
 
@@ -235,14 +236,6 @@ def test_policy_names_parse() -> None:
 
 
 # ------------------------------------------------------------------- refused databases
-def test_databases_with_segments_are_not_supported_yet() -> None:
-    from dataclasses import replace
-
-    m = replace(db([10]), segments=(Segment(b"a", None, (), ()),))
-    with pytest.raises(UnsupportedFeatureError, match="segments"):
-        plan_compaction(m, None, PlanOptions())
-
-
 @pytest.mark.parametrize("fields", [{"initialized": False}, {"destroyed_at_s": 5}])
 def test_uninitialized_or_destroyed_databases_are_refused(fields: dict[str, object]) -> None:
     with pytest.raises(InvalidDbStateError):
@@ -300,11 +293,13 @@ def test_apply_refuses_when_fenced_or_a_source_is_gone() -> None:
         apply_compaction(gone, spec, [], epoch=1, checkpoint=_cp())
 
 
-def test_apply_with_no_output_inserts_no_run() -> None:
+def test_apply_with_no_output_keeps_an_empty_run_as_0_17_does() -> None:
+    # 0.17 commits the destination run even when every row was dropped
+    # (tests/interop/test_compact_segments_interop.py checks it on official databases)
     m = db(runs=[(4, [10])], compactor_epoch=1)
     spec = plan_compaction(m, None, PlanOptions(Policy.FULL))
     got = apply_compaction(m, spec, [], epoch=1, checkpoint=_cp())
-    assert got.compacted == () and got.ssts == ()
+    assert got.compacted == (SortedRun(4, ()),) and got.ssts == ()
 
 
 def test_apply_drops_dereferenced_external_sst_ids_but_keeps_the_entry() -> None:
@@ -369,3 +364,135 @@ def replace_epoch(state: Compactions, epoch: int) -> Compactions:
     from dataclasses import replace
 
     return replace(state, compactor_epoch=epoch)
+
+
+# ------------------------------------------------------------- segments (RFC-0024)
+def seg(prefix: bytes, l0_sizes: list[int] = (), runs: list[tuple[int, list[int]]] = (),
+        cursor: Ulid | None = None) -> tuple[Segment, list[SstHandle]]:
+    """A segment with L0 SSTs (newest first) and runs ``(id, [sizes])``, and its handles."""
+    handles, l0, compacted = [], [], []
+    for size in l0_sizes:
+        h = _handle(size, prefix + b"0", prefix + b"9")
+        handles.append(h)
+        l0.append(SstView.identity(h.id))
+    for run_id, sizes in runs:
+        views = []
+        for i, size in enumerate(sizes):
+            h = _handle(size, prefix + bytes([48 + i]), prefix + bytes([48 + i]) + b"z")
+            handles.append(h)
+            views.append(SstView.identity(h.id))
+        compacted.append(SortedRun(run_id, tuple(views)))
+    return Segment(prefix, cursor, tuple(l0), tuple(compacted)), handles
+
+
+def segmented(*segments: tuple[Segment, list[SstHandle]], **fields: object) -> Manifest:
+    from dataclasses import replace
+
+    handles = [h for _, hs in segments for h in hs]
+    m = replace(Manifest(), segments=tuple(s for s, _ in segments),
+                segment_extractor_name="fixed4", recent_snapshot_min_seq=42,
+                last_l0_clock_tick=777, **fields)
+    return replace(m, ssts=tuple(sorted(handles, key=lambda h: h.id)))
+
+
+def plans(m: Manifest, policy: str, active: list[Compaction] = (),
+          **opts: object) -> list[tuple[bytes, list[str], int, bool]]:
+    options = PlanOptions(Policy(policy), SizeTieredOptions(**opts))  # type: ignore[arg-type]
+    return [(s.segment, [str(x) for x in s.sources], s.destination, s.bottom)
+            for s in plan_compactions(m, Compactions(1, tuple(active)), options)]
+
+
+def test_l0_policy_plans_one_compaction_per_segment_with_global_run_ids() -> None:
+    m = segmented(seg(b"aaa:", [10, 10]), seg(b"bbb:", runs=[(0, [10])]), seg(b"ccc:", [10]))
+    got = plans(m, "l0")
+    a, c = m.segments[0], m.segments[2]
+    assert got == [(b"aaa:", [str(SourceId.l0(v.id)) for v in a.l0], 1, True),
+                   (b"ccc:", [str(SourceId.l0(c.l0[0].id))], 2, True)]
+
+
+def test_full_policy_compacts_every_segment_into_its_lowest_run() -> None:
+    m = segmented(seg(b"aaa:", [10], runs=[(3, [10]), (1, [10])]), seg(b"bbb:", runs=[(0, [9])]),
+                  seg(b"ccc:", runs=[(2, [])]), seg(b"ddd:", cursor=Ulid(7)))
+    got = plans(m, "full")
+    assert [(p, d, b) for p, _, d, b in got] == [(b"aaa:", 1, True), (b"bbb:", 0, True)]
+    assert got[0][1][-2:] == ["sr:3", "sr:1"]  # the empty run and the drain marker: nothing
+
+
+def test_size_tiered_plans_each_tree_by_its_own_l0_and_runs_more_l0_first() -> None:
+    m = segmented(seg(b"aaa:", [10, 10]), seg(b"bbb:", [10, 10, 10]), seg(b"ccc:", [10]),
+                  seg(b"ddd:", runs=[(4, [10]), (0, [10])]))
+    got = plans(m, "size-tiered", min_compaction_sources=2)
+    # 0.17: the tree with the most L0 views takes the first fresh id
+    assert [(p, d, b) for p, _, d, b in got] == [(b"bbb:", 5, True), (b"aaa:", 6, True),
+                                                  (b"ddd:", 0, True)]
+
+
+def test_size_tiered_in_flight_compactions_block_only_their_own_segment() -> None:
+    m = segmented(seg(b"aaa:", [10, 10]), seg(b"bbb:", [10, 10]))
+    a = m.segments[0]
+    busy = Compaction(Ulid(1), TieredCompactionSpec(l0_view_ids=(a.l0[1].id,),
+                                                    destination=8, segment=b"aaa:"))
+    got = plans(m, "size-tiered", [busy], min_compaction_sources=2)
+    assert [(p, d) for p, _, d, _ in got] == [(b"bbb:", 9)]
+
+
+def test_explicit_sources_come_from_one_segment() -> None:
+    m = segmented(seg(b"aaa:", [10, 10], runs=[(2, [10])]), seg(b"bbb:", [10]))
+    a, b = m.segments
+    spec = plan_compaction(m, None, PlanOptions(Policy.SOURCES, sources=(
+        SourceId.run(2), SourceId.l0(a.l0[1].id))))
+    assert (spec.segment, spec.destination, spec.bottom) == (b"aaa:", 2, True)
+    assert spec.to_tiered().segment == b"aaa:"
+    with pytest.raises(InvalidArgumentError, match="one tree"):
+        order_sources(m, [SourceId.l0(a.l0[1].id), SourceId.l0(b.l0[0].id)])
+    with pytest.raises(InvalidArgumentError, match="oldest L0"):
+        order_sources(m, [SourceId.l0(a.l0[0].id)])
+    with pytest.raises(InvalidArgumentError, match="not in the latest manifest"):
+        order_sources(m, [SourceId.run(9)])
+
+
+def test_apply_changes_only_the_compactions_segment_and_its_cursor() -> None:
+    m = segmented(seg(b"aaa:", [10, 10], runs=[(0, [10])]), seg(b"bbb:", [10]),
+                  compactor_epoch=1)
+    spec = plan_compaction(m, None, PlanOptions(Policy.L0))
+    out = [_handle(first=b"aaa:0", last=b"aaa:9")]
+    got = apply_compaction(m, spec, out, epoch=1, checkpoint=_cp())
+    a, b = got.segments
+    assert b == m.segments[1] and got.l0 == () and got.compacted == ()
+    assert a.l0 == () and [r.id for r in a.compacted] == [1, 0]
+    assert a.compacted[0].views == (SstView.identity(out[0].id),)
+    assert a.last_compacted_l0_sst_view_id == m.segments[0].l0[0].id
+    assert got.last_compacted_l0_sst_view_id is None
+    assert got.referenced_sst_ids() == {h.id for h in got.ssts}
+
+
+def test_apply_rebases_onto_a_segment_flush_and_refuses_a_vanished_segment() -> None:
+    from dataclasses import replace
+
+    m = segmented(seg(b"aaa:", [10]), seg(b"bbb:", [10]), compactor_epoch=1)
+    spec = plan_compaction(m, None, PlanOptions(Policy.L0))
+    newer = _handle(first=b"aaa:1", last=b"aaa:2")
+    a = m.segments[0]
+    later = replace(m, segments=(replace(a, l0=(SstView.identity(newer.id), *a.l0)),
+                                 m.segments[1]), ssts=tuple(sorted((*m.ssts, newer),
+                                                                   key=lambda h: h.id)))
+    got = apply_compaction(later, spec, [_handle()], epoch=1, checkpoint=_cp())
+    assert got.segments[0].l0 == (SstView.identity(newer.id),)
+    gone = replace(m, segments=m.segments[1:],
+                   ssts=tuple(h for h in m.ssts if h.id != a.l0[0].sst_id))
+    with pytest.raises(SourcesChangedError, match="segment 'aaa:'"):
+        apply_compaction(gone, spec, [], epoch=1, checkpoint=_cp())
+
+
+def test_apply_compactions_commits_several_segments_in_one_version() -> None:
+    m = segmented(seg(b"aaa:", [10]), seg(b"bbb:", [10, 10]), compactor_epoch=2)
+    specs = plan_compactions(m, None, PlanOptions(Policy.L0))
+    outs = [[_handle()], []]
+    cp = _cp()
+    got = apply_compactions(m, specs, outs, epoch=2, checkpoint=cp)
+    assert [(s.prefix, [r.id for r in s.compacted], len(s.l0)) for s in got.segments] == \
+        [(b"aaa:", [0], 0), (b"bbb:", [1], 0)]
+    assert got.segments[1].compacted[0].views == ()
+    assert [c.id for c in got.checkpoints] == [cp.id]
+    with pytest.raises(FencedError):
+        apply_compactions(m, specs, outs, epoch=1, checkpoint=cp)

@@ -13,6 +13,7 @@ from slatelib.core.compaction_worker import (
     claim,
     claimable,
     compacted,
+    declined_reason,
     heartbeat,
     outputs_in_order,
     owned,
@@ -20,6 +21,7 @@ from slatelib.core.compaction_worker import (
     release,
     remaining_work,
     reported,
+    scheduled,
     spec_of,
 )
 from slatelib.core.compactions import (
@@ -35,7 +37,7 @@ from slatelib.core.compactions import (
 )
 from slatelib.core.ranges import Bound, BytesRange
 from slatelib.errors import ConflictError, UnsupportedFeatureError
-from tests.unit.core.test_compaction_plan import _handle, db
+from tests.unit.core.test_compaction_plan import _handle, db, seg, segmented
 
 ME = "01JWORKER0000000000000000A"
 OTHER = "01JWORKER0000000000000000B"
@@ -52,14 +54,18 @@ def state(*entries: Compaction) -> Compactions:
     return Compactions(compactor_epoch=7, recent_compactions=entries)
 
 
-def test_only_scheduled_unclaimed_tiered_top_level_entries_are_claimable() -> None:
+def test_scheduled_unclaimed_tiered_entries_of_any_segment_are_claimable() -> None:
     s = state(entry(1), entry(2, CompactionStatus.SUBMITTED), entry(3, worker=OTHER),
               entry(4, CompactionStatus.RUNNING, OTHER),
               entry(5, spec=DrainSegmentSpec(segment=b"ab")),
               entry(6, spec=TieredCompactionSpec(destination=0, segment=b"ab")),
               entry(7, CompactionStatus.COMPACTED), entry(8))
-    assert [c.id for c in claimable(s)] == [1, 8]
+    assert [c.id for c in claimable(s)] == [1, 6, 8]
     assert claimable(None) == []
+    # the drain is Scheduled work this worker declines, with the reason
+    assert [c.id for c in scheduled(s)] == [1, 5, 6, 8]
+    assert "drain" in (declined_reason(s.recent_compactions[4]) or "")
+    assert declined_reason(s.recent_compactions[5]) is None
 
 
 def test_claim_marks_running_with_our_id_and_heartbeat_and_keeps_the_epoch() -> None:
@@ -200,3 +206,22 @@ def test_spec_of_refuses_sources_that_are_gone_or_reordered() -> None:
     drain = entry(9, spec=DrainSegmentSpec(segment=b"x"))
     with pytest.raises(UnsupportedFeatureError):
         spec_of(drain, m)
+
+
+def test_spec_of_a_segment_entry_takes_that_segments_tree() -> None:
+    m = segmented(seg(b"aaa:", [10, 10], runs=[(4, [5]), (2, [5])]), seg(b"bbb:", [10]))
+    a = (m.segments or ())[0]
+    e = entry(9, spec=TieredCompactionSpec(l0_view_ids=tuple(v.id for v in a.l0),
+                                           sorted_runs=(4,), destination=4, segment=b"aaa:"))
+    spec = spec_of(e, m)
+    assert spec.segment == b"aaa:" and spec.l0_views == a.l0 and spec.run_ids == (4,)
+    assert not spec.bottom  # run 2 of the segment is older
+    last = entry(9, spec=TieredCompactionSpec(sorted_runs=(2,), destination=2,
+                                              segment=b"aaa:"))
+    assert spec_of(last, m).bottom
+    # the same sources named under another segment, or a segment that is gone: a race
+    wrong = replace(e, spec=replace(e.spec, segment=b"bbb:"))  # type: ignore[type-var]
+    with pytest.raises(ConflictError, match="segment 'bbb:'"):
+        spec_of(wrong, m)
+    with pytest.raises(ConflictError, match="segment 'zzz:' is not in the latest"):
+        spec_of(replace(e, spec=replace(e.spec, segment=b"zzz:")), m)  # type: ignore[type-var]

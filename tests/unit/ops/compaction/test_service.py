@@ -402,3 +402,36 @@ def test_status_paths_and_atomic_writes(tmp_path: Path) -> None:
     write_status(str(path), {"a": 1})
     write_status(str(path), {"a": 2})
     assert json.loads(path.read_text()) == {"a": 2} and os.listdir(tmp_path) == ["s.json"]
+
+
+def test_a_segmented_database_is_compacted_per_segment(store: ObjectStore,
+                                                       tmp_path: Path) -> None:
+    """SlateDB RFC-0024: each segment is its own tree; one compaction per segment that
+    needs it, committed together; the status shows the deepest segment's L0."""
+    from tests.compaction_fixtures import flush_segmented
+
+    new_db(store, "seg")
+    live: dict[bytes, bytes] = {}
+    for seq in range(1, 6):  # aaa: 5 L0s, bbb: 4, ccc: 2
+        rows = [(p + b"%03d" % k, seq, VALUE, b"v%d" % seq, None, NOW_MS)
+                for p, n in ((b"aaa:", 5), (b"bbb:", 4), (b"ccc:", 2)) if seq <= n
+                for k in range(0, 60, seq)]
+        flush_segmented(store, "seg", rows)
+        live.update((r[0], r[3]) for r in rows)
+    status = tmp_path / "status.json"
+    service = CompactionService([target(store, "seg")], settings=settings(), until_idle=True,
+                                status_file=str(status))
+    report, code = service.run()
+    assert code == 0
+    [db] = report["databases"]
+    [one] = db["history"]
+    assert one["compaction_id"] is None and one["destination"] is None
+    assert [(s["segment"], s["destination"]) for s in one["segments"]] == [("aaa:", 0),
+                                                                            ("bbb:", 1)]
+    m = ManifestStore(store, "seg").read_latest().value
+    assert [(s.prefix, len(s.l0), [r.id for r in s.compacted]) for s in m.segments or ()] == [
+        (b"aaa:", 0, [0]), (b"bbb:", 0, [1]), (b"ccc:", 2, [])]
+    assert scan(store, "seg") == live
+    assert db["max_l0"] == 5  # aaa:'s five L0s before the compaction
+    final = json.loads(status.read_text())["databases"][0]
+    assert (final["l0"], final["sorted_runs"], final["segments"]) == (2, 1, 3)

@@ -166,10 +166,11 @@ def test_a_commit_without_one_of_the_checked_outputs_is_caught(
     make_source(store, clock)
     real_commit = run_module.commit_manifest
 
-    def commit(manifests: Any, spec: Any, outputs: Any, **kwargs: Any) -> Any:
-        if manifests.root == "s-1" and len(outputs) > 1:
-            outputs = outputs[:-1]  # a commit that leaves a checked output out
-        return real_commit(manifests, spec, outputs, **kwargs)
+    def commit(manifests: Any, specs: Any, outputs: Any, **kwargs: Any) -> Any:
+        [outs] = outputs
+        if manifests.root == "s-1" and len(outs) > 1:
+            outputs = [outs[:-1]]  # a commit that leaves a checked output out
+        return real_commit(manifests, specs, outputs, **kwargs)
 
     monkeypatch.setattr(run_module, "commit_manifest", commit)
     with pytest.raises(DataError, match="s-1: holds"):
@@ -190,14 +191,15 @@ def test_a_commit_with_an_extra_sst_is_caught(
     make_source(store, clock)
     real_commit = run_module.commit_manifest
 
-    def commit(manifests: Any, spec: Any, outputs: Any, **kwargs: Any) -> Any:
-        if manifests.root == "s-1" and outputs:
-            last = outputs[-1]
+    def commit(manifests: Any, specs: Any, outputs: Any, **kwargs: Any) -> Any:
+        [outs] = outputs
+        if manifests.root == "s-1" and outs:
+            last = outs[-1]
             copy = replace(last, id=UlidGenerator().new(clock.now_ms()))
             paths = DbPaths.of("s-1")
             store.put(paths.compacted(copy.id), store.get(paths.compacted(last.id)))
-            outputs = [*outputs, copy]
-        return real_commit(manifests, spec, outputs, **kwargs)
+            outputs = [[*outs, copy]]
+        return real_commit(manifests, specs, outputs, **kwargs)
 
     monkeypatch.setattr(run_module, "commit_manifest", commit)
     # natively the merge refuses the rows out of order; the pure-Python path counts them
