@@ -52,11 +52,7 @@ REGION = "us-east-1"
 WORKERS = ("w1", "w2")
 HIDDEN = (ROOT / ".venv", ROOT / ".venv-airflow", ROOT / "slatelib", ROOT / "jobs")
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-JOB_CONF = {"spark.executor.cores": "1", "spark.executor.memory": "768m",
-            "spark.driver.extraJavaOptions": QUICK_JVM,
-            "spark.executor.extraJavaOptions": QUICK_JVM}
-"""What every submission of the tier sets: one-core executors that fit the workers, and
-JVMs that start quickly (C1 only, serial GC: the tier's data is small)."""
+"""JVMs that start quickly (C1 only, serial GC): the tier's data is small."""
 
 
 def _free_port(host: str) -> int:
@@ -121,6 +117,10 @@ class Cluster:
     addresses: dict[str, str] = field(default_factory=dict)
     driver_host: str = "127.0.0.1"
     events_from: int = 0
+    job_conf: dict[str, str] = field(default_factory=dict)
+    """What every submission of the tier sets: one-core executors that fit the workers, and
+    JVMs that start quickly (:data:`QUICK_JVM`, and class-data-sharing archives of Spark's
+    classes made when the cluster starts, :meth:`_class_archives`)."""
 
     # -- start and stop ------------------------------------------------------------------
     def start(self) -> Cluster:
@@ -148,6 +148,7 @@ class Cluster:
         for name in WORKERS:
             self._start_worker(name)
         self._wait_for_workers()
+        self._class_archives()
         return self
 
     def stop(self) -> None:
@@ -170,9 +171,10 @@ class Cluster:
 
         self.spark_home = self.base / "spark"
         _link_tree(Path(pyspark.__file__).parent, self.spark_home)
+        # The daemons' and executors' SPARK_CONF_DIR (on their class path): empty, as class
+        # data sharing needs, so they log with Spark's defaults into their own files.
         self.conf_dir = self.base / "conf"
         self.conf_dir.mkdir()
-        shutil.copy(ROOT / "conf" / "log4j2.properties", self.conf_dir / "log4j2.properties")
 
     def _clean_env(self, **extra: str) -> dict[str, str]:
         """What a node's Spark daemons start with: nothing of the checkout or the tests."""
@@ -243,6 +245,35 @@ class Cluster:
                 self.master_url]
         env = self._clean_env(SPARK_LOCAL_IP=host, SPARK_WORKER_DIR=str(work))
         self._spawn(name, self._on(name, argv, hide=True), env)
+
+    def _class_archives(self) -> None:
+        """Dump the classes a Spark application loads into two archives (JDK class data
+        sharing), one for the drivers (PySpark's Spark of the project's venv) and one for the
+        executors (the workers' Spark), by running a small local application with each
+        class path; every later JVM maps them instead of loading the classes again. A JVM
+        whose class path differs ignores its archive."""
+        probe = str(ROOT / "tests" / "cluster" / "probe_app.py")
+        runs = {
+            "driver": (VENV / "bin" / "spark-submit",
+                       self.driver_env({"PYSPARK_PYTHON": str(VENV / "bin" / "python")})),
+            "executor": (self.spark_home / "bin" / "spark-submit",
+                         self._clean_env(PYSPARK_PYTHON=str(NODE_ENV / "bin" / "python"))),
+        }
+        procs = {}
+        for name, (submit, env) in runs.items():
+            env["SPARK_SUBMIT_OPTS"] = f"{QUICK_JVM} -XX:ArchiveClassesAtExit={self.base}/{name}.jsa"
+            procs[name] = subprocess.Popen(
+                [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", probe],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        options = {}
+        for name, proc in procs.items():
+            proc.wait(timeout=300)
+            archive = self.base / f"{name}.jsa"
+            options[name] = QUICK_JVM + (f" -XX:SharedArchiveFile={archive} -Xlog:cds=off"
+                                         if archive.is_file() else "")
+        self.job_conf = {"spark.executor.cores": "1", "spark.executor.memory": "768m",
+                         "spark.driver.extraJavaOptions": options["driver"],
+                         "spark.executor.extraJavaOptions": options["executor"]}
 
     def master_state(self) -> dict[str, Any]:
         with urllib.request.urlopen(self.master_ui + "/json/", timeout=5) as r:
@@ -356,7 +387,7 @@ class Cluster:
         argv = [str(VENV / "bin" / "spark-submit"), "--master", self.master_url,
                 *self.ship_conf(ship),
                 "--conf", f"spark.pyspark.driver.python={VENV / 'bin' / 'python'}"]
-        for key, value in {**JOB_CONF, **(conf or {})}.items():
+        for key, value in {**self.job_conf, **(conf or {})}.items():
             argv += ["--conf", f"{key}={value}"]
         return [*argv, *submit, str(ROOT / "jobs" / f"{job}.py"), *args]
 
@@ -367,7 +398,7 @@ class Cluster:
             argv += ["--executor-env", str(PACKED_ENV)]
         elif ship == "node":
             argv += ["--spark-conf", f"spark.pyspark.python={NODE_ENV / 'bin' / 'python'}"]
-        for key, value in {**JOB_CONF, **(conf or {})}.items():
+        for key, value in {**self.job_conf, **(conf or {})}.items():
             argv += ["--spark-conf", f"{key}={value}"]
         return argv
 

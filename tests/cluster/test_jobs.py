@@ -22,7 +22,6 @@ import pytest
 
 from tests.cluster.cases import CASES, Case, Ctx, new_ctx
 from tests.cluster.harness import (
-    JOB_CONF,
     NODE_ENV,
     PACKED_ENV,
     ROOT,
@@ -90,13 +89,13 @@ def test_the_job_runs_on_the_cluster(cluster: Cluster, cluster_conf: Path, case:
 
 
 # -- the Airflow DAGs ----------------------------------------------------------------------
-def dag_ship(case: Case) -> dict[str, Any]:
+def dag_ship(cluster: Cluster, case: Case) -> dict[str, Any]:
     """The DAG params for the executors' code: the packed env (``executor_env``, the
     default) or the node install (no archive, ``spark.pyspark.python``)."""
     if ship("airflow", case) == "packed":
-        return {"executor_env": str(PACKED_ENV), "spark_conf": JOB_CONF}
+        return {"executor_env": str(PACKED_ENV), "spark_conf": cluster.job_conf}
     return {"executor_env": "", "spark_conf": {
-        **JOB_CONF, "spark.pyspark.python": str(NODE_ENV / "bin" / "python")}}
+        **cluster.job_conf, "spark.pyspark.python": str(NODE_ENV / "bin" / "python")}}
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +116,7 @@ def dag_runs(cluster: Cluster, cluster_conf: Path,
         dag_id, conf = case.dag(ctx)
         runs.append({"dag_id": dag_id, "conf": {
             **conf, "runner": "spark_submit_operator", "spark_conn_id": "spark_default",
-            **dag_ship(case), "conf_files": [str(cluster_conf)],
+            **dag_ship(cluster, case), "conf_files": [str(cluster_conf)],
             "env_files": [str(cluster.env_file())]}})
     try:
         result = probe(tmp, runs, connection={"conn_type": "spark", "host": f"spark://{host}",
