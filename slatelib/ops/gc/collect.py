@@ -371,8 +371,10 @@ def _collect_cas_records(store: ObjectStore, root: str, options: GcOptions,
     orphaned temporary objects are deleted, all older than the largest of the GC's min ages
     and an hour. Deleting objects already dropped their records; this is only the crash
     residue. A failure is an error of the run, not a reason to stop it."""
+    from slatelib.objstore import main_store_of
     from slatelib.objstore.two_phase import TwoPhaseObjectStore
 
+    store = main_store_of(store)
     if not isinstance(store, TwoPhaseObjectStore):
         return
     min_age_s = max([CAS_COLLECT_MIN_AGE_S, options.min_age_s,
