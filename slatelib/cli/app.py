@@ -16,6 +16,7 @@ prefix of one of the database's checkpoints) and database paths with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.metadata
 import json
@@ -103,9 +104,8 @@ class Context:
     @property
     def wal_store_url(self) -> str:
         """The WAL store's URL ("" : none): ``--wal-store``, else ``SLATELIB_WAL_STORE``,
-        else ``[object_store] wal_store``."""
-        given: str | None = getattr(self.args, "wal_store", None)
-        return given.strip() if given is not None else self.settings.object_store.wal_store
+        else ``[object_store] wal_store`` (``_context`` puts the winner in the settings)."""
+        return self.settings.object_store.wal_store
 
     @property
     def store(self) -> ObjectStore:
@@ -297,6 +297,9 @@ def _merge_global_options(args: argparse.Namespace) -> None:
 def _context(args: argparse.Namespace) -> Context:
     load_env_files(args.env_file)  # before anything reads the environment
     settings = load_settings(args.conf)
+    if args.wal_store is not None:  # --wal-store wins over the settings, for every command
+        settings = dataclasses.replace(settings, object_store=dataclasses.replace(
+            settings.object_store, wal_store=args.wal_store.strip()))
     set_store_defaults(settings.object_store)
     store_url, path = args.store, args.path
     if path is not None and "://" in path and not store_url and not args.db:

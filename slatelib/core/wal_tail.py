@@ -23,7 +23,10 @@ WAL_STORE_HINT = ("pass --wal-store URL (or set [object_store] wal_store or SLAT
 
 def wal_tail(m: Manifest) -> tuple[int, int] | None:
     """``(first, last)``: the WAL ids ``(replay_after_wal_id, wal_id_last_seen]`` that
-    ``m`` says exist, or None when there are none."""
+    ``m`` says exist, or None when there are none. An uninitialized manifest (a clone being
+    created: its WAL SSTs are copied before it is initialized) promises none yet."""
+    if not m.initialized:
+        return None
     first, last = m.replay_after_wal_id + 1, m.wal_id_last_seen
     return (first, last) if last >= first else None
 

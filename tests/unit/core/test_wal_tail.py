@@ -13,6 +13,8 @@ def test_the_tail_is_the_ids_after_replay_after_up_to_the_last_seen() -> None:
     assert wal_tail(replace(m, replay_after_wal_id=4, wal_id_last_seen=4)) is None
     assert wal_tail(replace(m, replay_after_wal_id=4, wal_id_last_seen=3)) is None
     assert wal_tail(replace(m, replay_after_wal_id=2, wal_id_last_seen=4)) == (3, 4)
+    assert wal_tail(replace(m, replay_after_wal_id=2, wal_id_last_seen=4,
+                            initialized=False)) is None  # a clone still being made
     assert ids_text(3, 3) == "WAL 3" and ids_text(3, 4) == "WAL 3..4"
 
 
