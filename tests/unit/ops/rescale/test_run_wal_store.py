@@ -7,8 +7,8 @@ import pytest
 
 from slatelib.errors import InvalidDbStateError, WalStoreMissingError
 from slatelib.objstore import ObjectStore, with_wal_store
+from slatelib.ops.rescale import RescaleOptions, merge_databases, split_database
 from slatelib.ops.rescale import job as job_module
-from slatelib.ops.rescale import split_database
 from slatelib.ops.rescale.record import active_path, failed_after_record
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.clock import FakeClock
@@ -37,6 +37,10 @@ def test_a_source_with_a_wal_store_splits_with_it_and_is_refused_without_it(
         assert read(routed, shard) == in_range(model, bounds[i], bounds[i + 1])
     m = ManifestStore(store, "src").read_latest().value
     assert m.replay_after_wal_id == m.wal_id_last_seen  # the tail went into an L0
+    clock.advance(3600)
+    merged = merge_databases(SHARDS, "whole", store, clock=clock, wal_store=wal,
+                             options=RescaleOptions(live_window_s=0)).to_dict()
+    assert merged["status"] == "done" and read(routed, "whole") == model
 
 
 def test_a_failure_after_the_record_says_what_the_job_wrote(
