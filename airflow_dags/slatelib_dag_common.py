@@ -19,8 +19,15 @@ Variables (all optional, a param set for the run wins):
 
 - ``slatelib_project_dir``: the slatelib checkout on the workers (``jobs/``, ``conf/`` and,
   if present, ``.venv`` are found there); required unless the ``project_dir`` param is set;
-- ``slatelib_databases``: the database URLs, a JSON list or one URL per line;
-- ``slatelib_dbs_file``: a file with one database URL per line.
+- ``slatelib_databases``: the databases, a JSON list or one per line;
+- ``slatelib_dbs_file``: a file with one database per line.
+
+A database is its URL, or a JSON object ``{"db": URL, "wal_store": URL}`` for one that keeps
+its WAL in its own object store (SlateDB's ``with_wal_object_store``; ``"wal_store": ""``:
+in the database's store, whatever the run's ``wal_store`` param says). Such an entry
+reaches the job as ``--db '{"db": ..., "wal_store": ...}'``, which the jobs (and
+``--dbs-file`` lines) take as it is. The ``wal_store`` param (``--wal-store``) names the
+WAL store of every database without one of its own.
 """
 
 from __future__ import annotations
@@ -81,18 +88,55 @@ def get_variable(name: str) -> str | None:
     return None if value is None else str(value)
 
 
+DATABASE_ENTRY_SCHEMA: dict[str, Any] = {"anyOf": [
+    {"type": "string"},
+    {"type": "object", "required": ["db"], "additionalProperties": False,
+     "properties": {"db": {"type": "string"}, "wal_store": {"type": "string"}}},
+]}
+"""One database of a list: its URL, or ``{"db": URL, "wal_store": URL}``."""
+
+
+def database_entry(entry: Any, where: str) -> str:
+    """One database as the jobs' ``--db`` takes it: a URL, or the entry's JSON object
+    (``{"db", "wal_store"}``).
+
+    Raises:
+        AirflowFailException: anything else (naming ``where``).
+    """
+    if isinstance(entry, str):
+        text = entry.strip()
+        if text.startswith("{"):
+            try:
+                entry = json.loads(text)
+            except ValueError as exc:
+                raise AirflowFailException(f"{where}: {text!r} is not JSON: {exc}") from None
+        else:
+            return text
+    if (not isinstance(entry, dict) or not isinstance(entry.get("db"), str)
+            or not entry["db"].strip() or set(entry) - {"db", "wal_store"}
+            or not isinstance(entry.get("wal_store", ""), str)):
+        raise AirflowFailException(
+            f'{where}: a database is a URL or {{"db": URL, "wal_store": URL}}, got {entry!r}')
+    out = {"db": entry["db"].strip()}
+    if "wal_store" in entry:
+        out["wal_store"] = entry["wal_store"].strip()
+    return out["db"] if "wal_store" not in out else json.dumps(out, sort_keys=True)
+
+
 def parse_databases(text: str | None) -> list[str]:
-    """A ``slatelib_databases`` Variable: a JSON list, or one URL per line (``#`` comments
-    and blank lines ignored)."""
+    """A ``slatelib_databases`` Variable: a JSON list (of URLs and ``{"db", "wal_store"}``
+    objects), or one per line (``#`` comments and blank lines ignored), each as
+    :func:`database_entry` gives it."""
     text = (text or "").strip()
     if not text:
         return []
     if text.startswith("["):
-        urls = json.loads(text)
-        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise AirflowFailException(f"Variable {VAR_DATABASES} must be a JSON list of URLs")
-        return [u.strip() for u in urls if u.strip()]
-    return [ln.strip() for ln in text.splitlines()
+        entries = json.loads(text)
+        if not isinstance(entries, list):
+            raise AirflowFailException(f"Variable {VAR_DATABASES} must be a JSON list")
+        return [database_entry(e, f"Variable {VAR_DATABASES}") for e in entries
+                if not isinstance(e, str) or e.strip()]
+    return [database_entry(ln, f"Variable {VAR_DATABASES}") for ln in text.splitlines()
             if ln.strip() and not ln.lstrip().startswith("#")]
 
 
@@ -122,8 +166,9 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
     }
     if selection:
         params.update({
-            "databases": Param([], type="array", items={"type": "string"}, description=(
-                f"database URLs; empty: Variable {VAR_DATABASES}")),
+            "databases": Param([], type="array", items=DATABASE_ENTRY_SCHEMA, description=(
+                'database URLs, or {"db": URL, "wal_store": URL} for one whose WAL is in '
+                f"its own object store; empty: Variable {VAR_DATABASES}")),
             "dbs_file": Param("", type="string", description=(
                 f"file of database URLs; empty: Variable {VAR_DBS_FILE}")),
             "discover": Param("", type="string",
@@ -132,6 +177,10 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
     params.update({
         "store_root": Param("", type="string",
                             description="root the databases were created in (clones)"),
+        "wal_store": Param("", type="string", description=(
+            "object store that keeps the WAL of every database without its own (--wal-store, "
+            "SlateDB's with_wal_object_store); empty: the conf files' [object_store] "
+            "wal_store")),
         "conf_files": Param(["conf/base.toml"], type="array", items={"type": "string"},
                             description="settings TOML files, relative to project_dir"),
         "env_files": Param([], type="array", items={"type": "string"}, description=(
@@ -152,7 +201,7 @@ def _under(project: Path, path: str) -> str:
 def selection_args(params: dict[str, Any], project: Path | None = None) -> list[str]:
     """``--db``/``--dbs-file``/``--discover`` from the params, else the Variables; empty
     when nothing names a database."""
-    databases = list(params.get("databases") or [])
+    databases = [database_entry(d, "param databases") for d in params.get("databases") or []]
     dbs_file = params.get("dbs_file") or ""
     discover = params.get("discover") or ""
     if not (databases or dbs_file or discover):
@@ -203,6 +252,8 @@ def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: b
     argv = own_args(params) + (selection_args(params, project) if selection else [])
     if params.get("store_root"):
         argv += ["--store-root", params["store_root"]]
+    if params.get("wal_store"):
+        argv += ["--wal-store", params["wal_store"]]
     for conf in params.get("conf_files") or []:
         argv += ["--conf", _under(project, conf)]
     for env_file in params.get("env_files") or []:

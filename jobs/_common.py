@@ -36,7 +36,7 @@ from slatelib.exit_codes import (
     EXIT_USAGE,
     exit_code_for,
 )
-from slatelib.objstore import open_store, split_db_url
+from slatelib.objstore import ObjectStore, open_store, split_db_url
 from slatelib.objstore.url import join_store_url, set_store_defaults, split_store_url
 from slatelib.ops.discover import discover_databases
 from slatelib.ops.job_report import Headline, db_entry, failed_suffix, job_report
@@ -45,17 +45,59 @@ log = logging.getLogger("slatelib.jobs")
 
 __all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "configure_logging",
            "emit_report", "exit_code_for", "failed_suffix", "fmt_bytes", "fmt_count",
-           "fmt_seconds", "job_report", "resolve_targets", "run_isolated", "settings_from",
-           "usage_error"]
+           "fmt_seconds", "job_report", "parse_db_entry", "resolve_targets", "run_isolated",
+           "settings_from", "usage_error", "wal_store_arg"]
 
 
 @dataclass(frozen=True)
 class DbTarget:
-    """One database: the store URL and the path inside it, plus how it was named."""
+    """One database: the store URL and the path inside it, plus how it was named, and the
+    URL of the object store that keeps its WAL (``""``: its own store)."""
 
     store_url: str
     path: str
     name: str
+    wal_store: str = ""
+
+    def open(self) -> ObjectStore:
+        """The database's store, with its WAL store attached when it has one.
+
+        Raises:
+            InvalidArgumentError: a malformed store or WAL store URL.
+        """
+        return open_store(self.store_url, wal_store=self.wal_store)
+
+
+DB_ENTRY_KEYS = frozenset({"db", "wal_store"})
+
+
+def parse_db_entry(text: str, *, where: str) -> tuple[str, str | None]:
+    """``(database URL, its WAL store URL or None)`` of one database entry: a URL, or a JSON
+    object ``{"db": URL, "wal_store": URL}`` (``"wal_store": ""``: the database keeps its
+    WAL in its own store, whatever ``--wal-store`` says). What ``--db``, each ``--dbs-file``
+    line and the DAGs' database lists take.
+
+    Raises:
+        InvalidArgumentError: malformed JSON, unknown keys, or values that are not strings
+            (naming ``where``).
+    """
+    text = text.strip()
+    if not text.startswith("{"):
+        return text, None
+    try:
+        entry = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{where}: not a URL nor a JSON object: {exc}") from None
+    if not isinstance(entry, dict) or not isinstance(entry.get("db"), str) or not entry["db"]:
+        raise InvalidArgumentError(f'{where}: a database entry needs "db": URL, got {text!r}')
+    unknown = sorted(set(entry) - DB_ENTRY_KEYS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"{where}: unknown key(s) {', '.join(unknown)} in {text!r} (known: db, wal_store)")
+    wal = entry.get("wal_store")
+    if wal is not None and not isinstance(wal, str):
+        raise InvalidArgumentError(f'{where}: "wal_store" must be a URL string, got {wal!r}')
+    return entry["db"].strip(), None if wal is None else wal.strip()
 
 
 def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
@@ -63,15 +105,23 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
     ``--discover`` (a job that names its databases otherwise leaves them out)."""
     if selection:
         p.add_argument("--db", action="append", default=[], metavar="URL",
-                       help="database URL (repeatable), e.g. s3://bucket/tenants/a/db")
+                       help="database URL (repeatable), e.g. s3://bucket/tenants/a/db, or a "
+                            'JSON object {"db": URL, "wal_store": URL} for a database with '
+                            "its own WAL store")
         p.add_argument("--dbs-file", metavar="FILE",
-                       help="file with one database URL per line (# comments allowed)")
+                       help="file with one database per line, a URL or a JSON object as "
+                            "--db takes (# comments allowed)")
         p.add_argument("--discover", metavar="PREFIX_URL",
                        help="every database under this prefix URL, e.g. s3://bucket/tenants/")
     p.add_argument("--store-root", metavar="URL",
                    help="root of the object store the databases were created in, when it is "
                         "not the bucket (or / for file://): clones name their parents "
                         "relative to it, e.g. --store-root file:///data --db file:///data/clone")
+    p.add_argument("--wal-store", metavar="URL", default=None,
+                   help="object store that keeps the databases' WAL SSTs (0.17's "
+                        "with_wal_object_store), e.g. s3://wal-bucket: the database path is "
+                        "the same in it; '' : none (default: [object_store] wal_store, "
+                        "SLATELIB_WAL_STORE); a database entry's own wal_store wins")
     p.add_argument("--conf", action="append", default=[], metavar="FILE",
                    help="settings TOML (repeatable; later files win)")
     p.add_argument("--env-file", action="append", default=[], metavar="FILE",
@@ -105,28 +155,41 @@ def split_under_root(url: str, store_root: str | None, *,
     return join_store_url(root_base, root_path), path
 
 
-def resolve_targets(args: argparse.Namespace) -> list[DbTarget]:
+def wal_store_arg(args: argparse.Namespace, default: str = "") -> str:
+    """The run's WAL store URL: ``--wal-store`` when given (``""``: none), else ``default``
+    (``[object_store] wal_store`` / ``SLATELIB_WAL_STORE``)."""
+    given: str | None = getattr(args, "wal_store", None)
+    return given.strip() if given is not None else default
+
+
+def resolve_targets(args: argparse.Namespace, *, wal_store: str = "") -> list[DbTarget]:
     """The databases named by ``--db``, ``--dbs-file`` and ``--discover``, de-duplicated.
+    Each keeps its WAL in its entry's ``wal_store`` when the entry names one, else in the
+    run's (:func:`wal_store_arg` with ``wal_store`` as the settings' default).
 
     Raises:
-        InvalidArgumentError: none given, an unreadable file or a malformed URL.
+        InvalidArgumentError: none given, an unreadable file, a malformed URL or entry.
     """
-    urls: list[str] = list(args.db)
+    entries = [parse_db_entry(d, where="--db") for d in args.db]
     if args.dbs_file:
         try:
             with open(args.dbs_file, encoding="utf-8") as f:
-                urls += [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+                entries += [parse_db_entry(ln, where=f"--dbs-file {args.dbs_file}, line {n}")
+                            for n, ln in enumerate(f, 1)
+                            if ln.strip() and not ln.lstrip().startswith("#")]
         except OSError as exc:
             raise InvalidArgumentError(f"--dbs-file {args.dbs_file}: {exc}") from exc
+    run_wal = wal_store_arg(args, wal_store)
     root = getattr(args, "store_root", None)
     targets = []
-    for url in urls:
+    for url, own_wal in entries:
         store_url, path = split_under_root(url, root)
-        targets.append(DbTarget(store_url, path, url))
+        targets.append(DbTarget(store_url, path, url, run_wal if own_wal is None else own_wal))
     if args.discover:
         store_url, prefix = split_under_root(args.discover, root, allow_root=True)
         for root in discover_databases(open_store(store_url), prefix):
-            targets.append(DbTarget(store_url, root, f"{store_url.rstrip('/')}/{root}"))
+            targets.append(DbTarget(store_url, root, f"{store_url.rstrip('/')}/{root}",
+                                    run_wal))
     if not targets:
         raise InvalidArgumentError("no database given: use --db, --dbs-file or --discover")
     seen: set[tuple[str, str]] = set()

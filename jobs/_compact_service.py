@@ -52,8 +52,12 @@ def check_service_args(args: argparse.Namespace) -> None:
             "one-shot choice")
 
 
-def service_dbs(args: argparse.Namespace) -> list[ServiceDb]:
-    return [ServiceDb(t.name, t.path, t.store_url) for t in resolve_targets(args)]
+def service_dbs(args: argparse.Namespace, settings: Settings) -> list[ServiceDb]:
+    """The databases the arguments name (a database with a WAL store gets its store opened
+    with it; the others share one store per URL)."""
+    targets = resolve_targets(args, wal_store=settings.object_store.wal_store)
+    return [ServiceDb(t.name, t.path, t.store_url if not t.wal_store else t.open(), t.wal_store)
+            for t in targets]
 
 
 def run_service(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
@@ -64,7 +68,7 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
         InvalidArgumentError: bad options or no database given (before anything runs).
     """
     check_service_args(args)
-    databases = service_dbs(args)
+    databases = service_dbs(args, settings)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
     parallelism = parse_positive(args.parallelism, "--parallelism")
     if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
@@ -80,7 +84,7 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
         on_abandon = spark.sparkContext.cancelAllJobs
 
     def rediscover() -> Sequence[ServiceDb]:
-        return service_dbs(args)
+        return service_dbs(args, settings)
 
     service = CompactionService(
         databases, settings=settings,

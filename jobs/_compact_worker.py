@@ -21,7 +21,7 @@ from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import EXIT_NAMES, EXIT_OK
 from slatelib.flags import parse_positive
-from slatelib.objstore import ObjectStore, open_store
+from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.compaction.service import stop_on_signals
 from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
@@ -62,17 +62,19 @@ def worker_options(settings: Settings, args: argparse.Namespace) -> WorkerOption
     return opts
 
 
-def database_lister(args: argparse.Namespace) -> Callable[[], list[WorkerDb]]:
+def database_lister(args: argparse.Namespace, wal_store: str = "",
+                    ) -> Callable[[], list[WorkerDb]]:
     """The databases the arguments name, re-resolved on each call (``--discover`` finds
-    new ones), with one store per store URL."""
-    stores: dict[str, ObjectStore] = {}
+    new ones), with one store per store URL and WAL store (``wal_store``: the settings'
+    default WAL store)."""
+    stores: dict[tuple[str, str], ObjectStore] = {}
 
     def databases() -> list[WorkerDb]:
         out = []
-        for t in resolve_targets(args):
-            store = stores.get(t.store_url)
+        for t in resolve_targets(args, wal_store=wal_store):
+            store = stores.get((t.store_url, t.wal_store))
             if store is None:
-                store = stores[t.store_url] = open_store(t.store_url)
+                store = stores[(t.store_url, t.wal_store)] = t.open()
             out.append(WorkerDb(t.name, t.path, store))
         return out
 
@@ -97,7 +99,7 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
         settings = replace(settings, compaction=replace(settings.compaction,
                                                         max_sst_size=max_sst))
     opts = worker_options(settings, args)
-    databases = database_lister(args)
+    databases = database_lister(args, settings.object_store.wal_store)
     databases()  # fail fast on a bad URL or an empty selection
     runner = None
     slots = parse_positive(args.parallelism, "--parallelism")

@@ -151,7 +151,8 @@ class SparkBackend:
             return SparkListing(root, directory,
                                 self.spark.createDataFrame(rows, LISTED).coalesce(1))
         spec = store.spec
-        if spec.url.startswith("file:"):
+        listed = spec.wal if directory == WAL_DIR and spec.wal is not None else spec
+        if listed.url.startswith("file:"):
             # A local directory cannot be listed by key range without reading all of it,
             # so one task lists it once; deciding and deleting are still spread out.
             tasks: list[tuple[str | None, str | None]] = [(None, None)]

@@ -40,7 +40,6 @@ from jobs._common import (
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
-from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 
@@ -95,7 +94,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
 
         return run_service(spark, settings, args, task_fn)
     check_one_shot_args(args)
-    targets = resolve_targets(args)
+    targets = resolve_targets(args, wal_store=settings.object_store.wal_store)
     sources = parse_sources(args.sources)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
     parallelism = parse_positive(args.parallelism, "--parallelism")
@@ -109,7 +108,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         runner = None if spark is None else SparkTaskRunner(
             spark, label=f"compact {t.name}", task_fn=task_fn)
         return compact_db_fields(run_compaction(
-            t.path, open_store(t.store_url), settings=settings, policy=args.policy,
+            t.path, t.open(), settings=settings, policy=args.policy, wal_store=t.wal_store,
             sources=sources, max_sst_size=max_sst, parallelism=parallelism,
             dry_run=args.dry_run, takeover=args.takeover, runner=runner,
         ).to_dict())

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, run_isolated, run_main
+from jobs._common import DbTarget, add_common_args, run_isolated, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
@@ -76,14 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def export_args(args: argparse.Namespace) -> ExportArgs:
-    """The library's arguments from the command line.
+def export_args(args: argparse.Namespace, wal_store: str = "") -> ExportArgs:
+    """The library's arguments from the command line (``wal_store``: the settings' WAL
+    store, which ``--wal-store`` overrides).
 
     Raises:
         InvalidArgumentError: a bad duration, column list or partition count.
     """
     from slatelib.spark.export import ExportArgs
 
+    wal_store = wal_store_arg(args, wal_store)
     if args.partitions is not None and args.partitions < 1:
         raise InvalidArgumentError(f"--partitions must be at least 1, got {args.partitions}")
     out = ExportArgs(
@@ -92,7 +94,8 @@ def export_args(args: argparse.Namespace) -> ExportArgs:
         columns=parse_columns(args.columns), decode=args.decode, partitions=args.partitions,
         checkpoint_lifetime_s=parse_duration(args.checkpoint_lifetime,
                                              what="--checkpoint-lifetime"),
-        delta_writer=args.delta_writer, parquet_writer=args.parquet_writer)
+        delta_writer=args.delta_writer, parquet_writer=args.parquet_writer,
+        wal_store=wal_store)
     out.check()
     return out
 
@@ -107,7 +110,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
     from slatelib.spark.export import run_export
 
     started = time.monotonic()
-    ea = export_args(args)
+    ea = export_args(args, settings.object_store.wal_store)
     target = DbTarget(args.db, "", args.db)
     results, code = run_isolated([target], lambda _t: run_export(spark, ea))
     return export_report(code, results, seconds=time.monotonic() - started), code
@@ -120,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse, export, print the report; returns the exit code (2 for bad arguments, before
     Spark starts)."""
     args = build_parser().parse_args(argv)
-    def precheck(_settings: Settings) -> None:
-        export_args(args)
+    def precheck(settings: Settings) -> None:
+        export_args(args, settings.object_store.wal_store)
 
     return run_main(args, "slatelib-export", run, needs_spark=True, headline=headline,
                     precheck=precheck)

@@ -45,7 +45,6 @@ from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import OnOffFlag, accept_dash_values
-from slatelib.objstore import open_store
 from slatelib.ops.gc import check_db_spelling, run_gc
 from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
@@ -92,7 +91,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
     """
     options, forced = gc_options_from_args(settings, args)
     options.check()
-    targets = resolve_targets(args)
+    targets = resolve_targets(args, wal_store=settings.object_store.wal_store)
     dry_run = forced or options.writes_nothing()
     with decisions_out(args.decisions if dry_run else None) as out:
         return _run(spark, settings, args, targets, options, dry_run, out)
@@ -121,7 +120,7 @@ def _run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
         backend = SparkBackend(spark, list_partitions=settings.gc.list_partitions,
                                delete_concurrency=settings.gc.delete_concurrency,
                                local_threshold=settings.gc.driver_listing_max)
-        report = run_gc(open_store(t.store_url), t.path, options, dry_run=dry_run,
+        report = run_gc(t.open(), t.path, options, dry_run=dry_run,
                         backend=backend, on_decision=show if dry_run else None)
         return gc_db_fields(report.to_json())
 

@@ -17,6 +17,10 @@ its ``--conf``, which the jobs use for their settings files):
     --executor-env ARCHIVE    a packed env (make package-executor-env): the same as
                               --archives ARCHIVE#env --spark-conf spark.pyspark.python=./env/bin/python
 
+Job options every job takes may also come before the job's name (``slate-spark --wal-store
+s3://wal-bucket gc --db ...``): ``--wal-store URL``, the object store that keeps the
+databases' WAL (:data:`GLOBAL_JOB_OPTIONS`).
+
 It runs the job module in this process, with this interpreter (the venv's Python, where
 slatelib, PySpark and obstore are installed) as the driver, and PySpark's own bundled Spark
 (or ``SPARK_HOME``'s): no ``spark-submit`` or activated venv needed. The options above are
@@ -72,6 +76,37 @@ SPARK_VALUE_OPTIONS = {
 }
 """slate-spark's Spark options -> the spark-submit option each becomes (None: expanded)."""
 
+GLOBAL_JOB_OPTIONS = ("--wal-store",)
+"""Options of every job (``jobs/_common.py`` ``add_common_args``) that slate-spark also takes
+before the job's name; they are handed to the job."""
+
+
+def hoist_global_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(global job options, the rest)``: every :data:`GLOBAL_JOB_OPTIONS` (``--opt VALUE``
+    or ``--opt=VALUE``; the value may be empty) taken out of ``args``, wherever it is.
+
+    Raises:
+        ValueError: an option without its value, or given twice with different values.
+    """
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    it = iter(args)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if name not in GLOBAL_JOB_OPTIONS:
+            rest.append(arg)
+            continue
+        if not eq:
+            nxt = next(it, None)
+            if nxt is None or nxt.startswith("--"):
+                raise ValueError(f"{name} needs a value")
+            value = nxt
+        if found.get(name, value) != value:
+            raise ValueError(f"{name} given twice with different values "
+                             f"({found[name]!r}, {value!r})")
+        found[name] = value
+    return [x for name, value in found.items() for x in (name, value)], rest
+
 
 
 def split_spark_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -124,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         submit, args = split_spark_options(args)
+        global_opts, args = hoist_global_options(args)
     except ValueError as exc:
         sys.stderr.write(f"slate-spark: {exc}\n{USAGE}")
         return 2
@@ -140,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if submit:
         os.environ[_spark.SUBMIT_ARGS_ENV] = shlex.join(submit)
     main_fn = importlib.import_module(module).main
-    code: int = main_fn(rest)
+    code: int = main_fn(rest + global_opts)
     return code
 
 

@@ -46,6 +46,7 @@ from jobs._common import (
     job_report,
     run_main,
     split_under_root,
+    wal_store_arg,
 )
 from slatelib.config import Settings, parse_duration
 from slatelib.core.rescale_plan import expand_template, parse_split_keys
@@ -166,6 +167,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         # come back in task order (collect of a parallelized list), as a BatchRunner's must
         batch = SparkTaskRunner(spark, label="rescale compaction", task_fn=task_fn)
         mapper = spark_mapper(spark)
+    wal_store = wal_store_arg(args, settings.object_store.wal_store)
     try:
         if args.command == "split":
             at = None if args.at is None else parse_split_keys(args.at)
@@ -173,12 +175,13 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
                                        args.store_root)
             done = split_database(paths[0], open_store(store_url), paths[1:], at=at,
                                   checkpoint=args.checkpoint, settings=settings,
-                                  options=options, batch_runner=batch, mapper=mapper)
+                                  options=options, batch_runner=batch, mapper=mapper,
+                                  wal_store=wal_store)
         else:
             store_url, paths = _locate([*args.source, args.to], args.store_root)
             done = merge_databases(paths[:-1], paths[-1], open_store(store_url),
                                    settings=settings, options=options,
-                                   batch_runner=batch, mapper=mapper)
+                                   batch_runner=batch, mapper=mapper, wal_store=wal_store)
         result = done.to_dict()
         code = EXIT_OK
         result["outcome"] = result.pop("status")

@@ -40,7 +40,7 @@ _ERRORS = [
     "CorruptObjectError", "DataError", "FencedError", "InternalError", "InvalidArgumentError",
     "InvalidDbStateError", "ManifestMissingError", "MergeOperatorMissingError",
     "ObjectMissingError", "SlateError", "SstMissingError", "StorageError", "UnavailableError",
-    "UnsupportedFeatureError", "UnsupportedFormatVersionError",
+    "UnsupportedFeatureError", "UnsupportedFormatVersionError", "WalStoreMissingError",
 ]
 _EXPORTS.update(dict.fromkeys(_ERRORS, "slatelib.errors"))
 
@@ -75,6 +75,7 @@ __all__ = [
     "UnavailableError",
     "UnsupportedFeatureError",
     "UnsupportedFormatVersionError",
+    "WalStoreMissingError",
     "WriteBatch",
     "bulk_load",
     "create_checkpoint",
@@ -125,6 +126,7 @@ if TYPE_CHECKING:
         UnavailableError,
         UnsupportedFeatureError,
         UnsupportedFormatVersionError,
+        WalStoreMissingError,
     )
     from slatelib.objstore import ObjectStore, open_store
     from slatelib.ops.bulk_load import BulkLoadReport, bulk_load

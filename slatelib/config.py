@@ -51,6 +51,8 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "SLATELIB_S3_SECRET_ACCESS_KEY", "SLATELIB_S3_SESSION_TOKEN",
     # read by slatelib.objstore.url: the two-phase CAS store of every store opened
     "SLATELIB_CAS_URL",
+    # read by load_settings: [object_store] wal_store
+    "SLATELIB_WAL_STORE",
     # read by slatelib.format.native, jobs/_spark.py and the Airflow tests
     "SLATELIB_NO_NATIVE", "SLATELIB_SPARK_MASTER", "SLATELIB_SPARK_LOG_LEVEL",
     "SLATELIB_AIRFLOW_PYTHON",
@@ -331,7 +333,12 @@ class ObjectStoreSettings:
     - every scheme: ``cas``, the transactional store of two-phase CAS
       (``sqlite:///ABSOLUTE/PATH`` or ``postgresql://HOST/DB``; ``SLATELIB_CAS_URL`` wins, "" :
       native conditional writes), and ``conditional_writes = false`` to refuse the store's
-      own conditional writes (docs/rfcs/0012-two-phase-cas.md).
+      own conditional writes (docs/rfcs/0012-two-phase-cas.md);
+    - ``wal_store``: the URL of the object store that keeps the databases' WAL SSTs, as
+      0.17's ``with_wal_object_store`` (:mod:`slatelib.objstore.wal_routing`; "" : the
+      WAL is in the database's own store). ``SLATELIB_WAL_STORE`` wins over it, and
+      ``--wal-store`` / ``wal_store=`` over both. It is not a store option: it names a
+      second store.
     """
 
     endpoint: str = ""
@@ -348,6 +355,7 @@ class ObjectStoreSettings:
     retry_timeout: float | None = field(default=None, metadata=DURATION)
     cas: str = ""
     conditional_writes: bool | None = None
+    wal_store: str = ""
 
 
 @dataclass(frozen=True)
@@ -617,7 +625,30 @@ def load_settings(
     warn_unknown_env(env_map)
     for section, values in _env_overrides(env_map).items():
         settings = _apply(settings, {section: values}, "environment (SLATELIB_*)")
-    return settings
+    return _with_wal_store_env(settings, env_map)
+
+
+WAL_STORE_ENV = ENV_PREFIX + "WAL_STORE"
+"""The environment variable of ``[object_store] wal_store``."""
+
+
+def _with_wal_store_env(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """``SLATELIB_WAL_STORE`` over ``[object_store] wal_store`` (an empty value clears it).
+
+    Raises:
+        InvalidArgumentError: ``SLATELIB_OBJECT_STORE__WAL_STORE`` says otherwise.
+    """
+    value = env.get(WAL_STORE_ENV)
+    if value is None:
+        return settings
+    value = value.strip()
+    other = env.get(f"{ENV_PREFIX}OBJECT_STORE__WAL_STORE")
+    if other is not None and other.strip() != value:
+        raise InvalidArgumentError(
+            f"environment: {WAL_STORE_ENV}={value!r} and "
+            f"{ENV_PREFIX}OBJECT_STORE__WAL_STORE={other!r} disagree; set one")
+    return dataclasses.replace(settings, object_store=dataclasses.replace(
+        settings.object_store, wal_store=value))
 
 
 ENV_FILE_PREFIXES = ("SLATELIB_", "AWS_", "GOOGLE_", "AZURE_")

@@ -11,6 +11,8 @@ Only the kinds are API; message text is not. Each kind tells the caller what to 
     │   │   └── ChecksumMismatchError
     │   ├── UnsupportedFormatVersionError
     │   ├── UnsupportedFeatureError   valid 0.17 data that slatelib does not handle yet
+    │   ├── WalStoreMissingError  the manifest's WAL tail is not in the store read (a
+    │   │                         separate WAL store was not given, or the wrong one)
     │   └── ObjectMissingError
     │       ├── ManifestMissingError
     │       │   └── NotADatabaseRootError   no manifest under the path, or it is a file
@@ -111,6 +113,23 @@ class NotADatabaseRootError(ManifestMissingError):
         else:
             text = f"no manifest under {where}: not a database root"
         super().__init__(text + detail, path=root)
+
+
+class WalStoreMissingError(DataError):
+    """The manifest lists WAL SSTs after ``replay_after_wal_id`` and the store being read
+    holds none of them: the database keeps its WAL in an object store that was not given
+    (0.17's ``with_wal_object_store``), or the wrong one was. ``first``..``last`` are the
+    WAL ids, ``where`` the WAL directory that was looked in. Nothing was written.
+
+    Not an :class:`ObjectMissingError`: replay treats those as the end of the WAL, and this
+    must never be taken for that.
+    """
+
+    def __init__(self, message: str, *, first: int, last: int, where: str) -> None:
+        self.first = first
+        self.last = last
+        self.where = where
+        super().__init__(message)
 
 
 class SstMissingError(ObjectMissingError):

@@ -42,7 +42,11 @@ from slatelib.core.rescale_check import RangeStats
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.format.native_pipe import ARROW_BATCH_BYTES, ARROW_BATCH_ROWS, ArrowBuffers
 from slatelib.ids import parse_uuid
-from slatelib.objstore import ObjectStore, resolve_store  # resolve_store: re-exported
+from slatelib.objstore import (  # resolve_store: re-exported
+    ObjectStore,
+    resolve_store,
+    with_wal_store,
+)
 from slatelib.paths import normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.memtables import WalMemTable, purge_tables, replay_tail
@@ -62,7 +66,12 @@ def replay_wal(
     executor: ThreadPoolExecutor | None = None,
 ) -> tuple[MemTable, int]:
     """Replay WAL rows newer than ``last_l0_seq`` into one memtable; returns it and the last
-    WAL id replayed."""
+    WAL id replayed.
+
+    Raises:
+        WalStoreMissingError: ``wal`` holds none of the manifest's WAL tail.
+    """
+    wal.check_tail(manifest)
     tables, last, _ = replay_tail(wal, manifest, [], last_wal_id=last_wal_id,
                                   max_memtable_bytes=1 << 62, executor=executor)
     return (tables[0].table if tables else MemTable()), last
@@ -112,13 +121,20 @@ class DbReader:
         settings: Settings | None = None,
         clock: Clock | None = None,
         auto_refresh: bool = True,
+        wal_store: ObjectStore | str | None = None,
     ) -> DbReader:
         """Open a reader on the database at ``path`` inside ``store`` (modes: see the module).
 
         ``auto_refresh`` (managed mode) polls the manifest in a background thread.
+        ``wal_store``: the object store (or its URL) that keeps the database's WAL, as
+        0.17's ``with_wal_object_store`` (``""``: none; None: ``store``'s own, else
+        ``settings.object_store.wal_store``; :mod:`slatelib.objstore.wal_routing`).
 
         Raises:
             ManifestMissingError: no database at ``path``.
+            WalStoreMissingError: the manifest says WAL SSTs exist after
+                ``replay_after_wal_id`` and the store holds none of them (a separate WAL
+                store that was not given); nothing was written.
             InvalidDbStateError: the database is not initialized (a clone being created) or,
                 in managed mode, destroyed; or the checkpoint does not exist.
             InvalidArgumentError: unknown mode, or a checkpoint lifetime shorter than 1 s or
@@ -137,7 +153,9 @@ class DbReader:
                     f"reader.checkpoint_lifetime ({rs.checkpoint_lifetime}s) must be at least 1s "
                     f"and twice reader.manifest_poll_interval ({rs.manifest_poll_interval}s)"
                 )
-        reader = cls(resolve_store(store), root, settings=settings,
+        routed = with_wal_store(resolve_store(store), wal_store,
+                                default=settings.object_store.wal_store)
+        reader = cls(routed, root, settings=settings,
                      merge_operator=as_merge_operator(merge_operator), checkpoint=ckpt, mode=mode,
                      clock=clock or SYSTEM_CLOCK)
         try:
@@ -179,6 +197,8 @@ class DbReader:
         """Read from ``stored``: drop replayed rows its ``last_l0_seq`` covers, replay the
         WAL after what was already replayed, and swap the read view."""
         m = stored.value
+        if self._wal_mark <= m.replay_after_wal_id:  # none of its WAL tail read yet
+            self.wal.check_tail(m, manifest_id=stored.id)
         kept = purge_tables(self._wal_tables, m.last_l0_seq)
         tables, mark, seq_mark = replay_tail(
             self.wal, m, kept, after_wal_id=self._wal_mark, applied_seq=self._seq_mark,
@@ -193,6 +213,8 @@ class DbReader:
     def _establish(self, latest: StoredManifest, old: Checkpoint | None) -> None:
         """(Re-)establish our checkpoint on the next version and read what it pins."""
         self._check_initialized(latest)
+        if self._wal_mark <= latest.value.replay_after_wal_id:
+            self.wal.check_tail(latest.value, manifest_id=latest.id)  # before our first write
         rs = self.settings.reader
         checkpoint_id = uuid.uuid4()
         last_wal = self.wal.last_wal_id(latest.value.replay_after_wal_id)

@@ -16,6 +16,7 @@ prefix of one of the database's checkpoints) and database paths with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.metadata
 import json
@@ -45,7 +46,7 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     EXIT_USAGE,
     exit_code_for,
 )
-from slatelib.objstore import ObjectStore, open_store, split_db_url
+from slatelib.objstore import ObjectStore, open_store, split_db_url, with_wal_store
 from slatelib.objstore.url import set_store_defaults, split_store_url
 from slatelib.paths import normalize_path
 
@@ -62,6 +63,11 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--db",), {"help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
     (("--store",), {"help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
     (("--path",), {"help": "database path inside the store (or a database URL)"}),
+    (("--wal-store",), {"metavar": "URL",
+                        "help": "object store that keeps the WAL SSTs (0.17's "
+                                "with_wal_object_store), e.g. s3://wal-bucket; the database "
+                                "path is the same in it; '' : none (default: [object_store] "
+                                "wal_store, SLATELIB_WAL_STORE)"}),
     (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
     (("--env-file",), {"action": "append", "default": [], "metavar": "FILE",
                        "help": "load SLATELIB_*/AWS_*/GOOGLE_*/AZURE_* variables from a "
@@ -96,16 +102,25 @@ class Context:
     _store: ObjectStore | None = None
 
     @property
+    def wal_store_url(self) -> str:
+        """The WAL store's URL ("" : none): ``--wal-store``, else ``SLATELIB_WAL_STORE``,
+        else ``[object_store] wal_store`` (``_context`` puts the winner in the settings)."""
+        return self.settings.object_store.wal_store
+
+    @property
     def store(self) -> ObjectStore:
+        """The store of ``--db``/``--store``, with its WAL in the WAL store when one is set
+        (:mod:`slatelib.objstore.wal_routing`)."""
         if self._store is None:
             if not self.store_url:
                 raise InvalidArgumentError("no store given: use --db URL or --store URL --path PATH")
             try:
-                self._store = open_store(self.store_url)
+                main = open_store(self.store_url)
             except PathIsFileError as err:
                 if self.path is None:
                     raise
                 raise NotADatabaseRootError(self.path, file=err.file) from err
+            self._store = with_wal_store(main, self.wal_store_url)
         return self._store
 
     @property
@@ -282,6 +297,9 @@ def _merge_global_options(args: argparse.Namespace) -> None:
 def _context(args: argparse.Namespace) -> Context:
     load_env_files(args.env_file)  # before anything reads the environment
     settings = load_settings(args.conf)
+    if args.wal_store is not None:  # --wal-store wins over the settings, for every command
+        settings = dataclasses.replace(settings, object_store=dataclasses.replace(
+            settings.object_store, wal_store=args.wal_store.strip()))
     set_store_defaults(settings.object_store)
     store_url, path = args.store, args.path
     if path is not None and "://" in path and not store_url and not args.db:

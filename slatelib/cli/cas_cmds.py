@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelib.config import parse_duration
 from slatelib.errors import InvalidArgumentError
+from slatelib.objstore import main_store_of
 from slatelib.objstore.cas_records import now_ms
 from slatelib.objstore.two_phase import TwoPhaseObjectStore
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _two_phase(ctx: Context) -> TwoPhaseObjectStore:
-    store = ctx.store
+    store = main_store_of(ctx.store)
     if not isinstance(store, TwoPhaseObjectStore):
         raise InvalidArgumentError(
             f"{store.url}: no cas store configured: set [object_store] cas or SLATELIB_CAS_URL "

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from slatelib.config import WAL_STORE_ENV
 from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import EXIT_USAGE
 from slatelib.objstore.cas_records import redact_cas_url
@@ -70,6 +71,11 @@ def _setting_origin(ctx: Context, section: str, key: str, environ: Mapping[str, 
     ``[section] key`` ("default" when none does)."""
     import tomllib
 
+    if (section, key) == ("object_store", "wal_store"):
+        if getattr(ctx.args, "wal_store", None) is not None:
+            return "--wal-store"
+        if environ.get(WAL_STORE_ENV) is not None:
+            return WAL_STORE_ENV
     var = f"SLATELIB_{section.upper()}__{key.upper()}"
     if environ.get(var) is not None:
         return var

@@ -10,7 +10,8 @@ compactions file is the compactor's state. Referenced objects that do not exist 
 reported with ``"missing": true``. The last JSON line is ``{"totals": {"kinds": {kind:
 {"count", "bytes", "unreferenced", "unreferenced_bytes", "missing", "external"}}, "count",
 "bytes", ...}}``; ``--format table`` prints a table of objects and one of totals per kind.
-``ls`` writes nothing.
+``ls`` writes nothing. With a WAL store (``--wal-store``) the WAL objects are those of
+the WAL store, and the totals line names it (``"wal_store"``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from slatelib.cli import output
 from slatelib.cli.ls_view import COMPACTED, UNREFERENCED, LsView, build_view
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, wal_store_of
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -213,7 +214,8 @@ def cmd_ls(ctx: Context) -> None:
     finally:
         if enabled:
             gc.enable()
-    ctx.emit({"totals": tot})
+    wal = wal_store_of(ctx.store)
+    ctx.emit({"totals": tot} if wal is None else {"totals": tot, "wal_store": wal.url})
 
 
 __all__ = ["cmd_ls", "json_line", "list_objects", "totals", "write_json"]

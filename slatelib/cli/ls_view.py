@@ -35,6 +35,7 @@ from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.ops.gc.state import read_compactions_state
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.wal_store import WalStore
 
 _HEAD_THREADS = 8
 COMPACTED = ObjectKind.COMPACTED.value
@@ -268,12 +269,17 @@ _PATH = attrgetter("path")
 def build_view(store: ObjectStore, root: str, now_ms: int) -> LsView:
     """Read the database at ``root`` and list its objects.
 
+    WAL objects are listed from the database's WAL store when ``store`` has one attached
+    (:mod:`slatelib.objstore.wal_routing`).
+
     Raises:
         ManifestMissingError: no database at ``root``.
         DataError: the latest manifest or a pinned one does not decode.
+        WalStoreMissingError: the store holds none of the latest manifest's WAL tail.
     """
     ms = ManifestStore(store, root)
     latest = ms.read_latest()
+    WalStore(store, root).check_tail(latest.value, manifest_id=latest.id)
     live, lost_manifests = live_set(ms, latest)
     state = read_compactions_state(store, root)
     rules = build_rules(root, live, state, now_ms=now_ms, options=GcOptions())

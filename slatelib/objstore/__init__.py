@@ -1,6 +1,6 @@
 """The object-store layer: the only code of slatelib that talks to storage.
 
-``open_store(url, **options)`` gives an :class:`ObjectStore`; wrap it in
+``open_store(url, wal_store=None, **options)`` gives an :class:`ObjectStore`; wrap it in
 :class:`RetryingObjectStore` for production use. :class:`StoreSpec` is the picklable
 description that Spark executors reopen. With the ``cas`` option (``[object_store] cas``),
 conditional writes go through :class:`TwoPhaseObjectStore` (docs/rfcs/0012-two-phase-cas.md).
@@ -27,6 +27,13 @@ from slatelib.objstore.url import (
     resolve_store,
     split_db_url,
 )
+from slatelib.objstore.wal_routing import (
+    WalRoutedStore,
+    is_wal_path,
+    main_store_of,
+    wal_store_of,
+    with_wal_store,
+)
 from slatelib.paths import FORBIDDEN_PATH_CHARS
 
 __all__ = [
@@ -41,12 +48,17 @@ __all__ = [
     "RetryingObjectStore",
     "StoreSpec",
     "TwoPhaseObjectStore",
+    "WalRoutedStore",
     "check_path",
     "check_prefix",
+    "is_wal_path",
+    "main_store_of",
     "open_raw_store",
     "open_store",
     "put_if_absent_unique",
     "reset_memory_stores",
     "resolve_store",
     "split_db_url",
+    "wal_store_of",
+    "with_wal_store",
 ]

@@ -46,11 +46,15 @@ class StoreSpec:
     the spec (pickled), so pass credentials through the environment of each process rather
     than as options where possible: environment variables are read by :meth:`open`, in the
     process that opens the store. ``repr`` hides secret values.
+
+    ``wal``: the spec of the separate WAL store of a store opened with one
+    (:mod:`slatelib.objstore.wal_routing`); :meth:`open` then reopens both.
     """
 
     url: str
     options: tuple[tuple[str, str], ...] = ()
     defaults: tuple[tuple[str, str], ...] = ()
+    wal: StoreSpec | None = None
 
     @staticmethod
     def of(url: str, options: Mapping[str, OptionValue] | None = None,
@@ -65,6 +69,10 @@ class StoreSpec:
         pairs = tuple(sorted((k, option_to_str(k, v)) for k, v in (options or {}).items()))
         return StoreSpec(url, pairs, tuple(sorted((defaults or {}).items())))
 
+    def with_wal(self, wal: StoreSpec | None) -> StoreSpec:
+        """This spec with ``wal`` as its WAL store's (None: without one)."""
+        return StoreSpec(self.url, self.options, self.defaults, wal)
+
     def options_dict(self) -> dict[str, str]:
         """The options as a dict."""
         return dict(self.options)
@@ -78,8 +86,13 @@ class StoreSpec:
         """
         from slatelib.objstore.url import open_raw_store_with, with_retries
 
-        return with_retries(open_raw_store_with(self.url, self.options_dict(),
-                                                dict(self.defaults)))
+        store = with_retries(open_raw_store_with(self.url, self.options_dict(),
+                                                 dict(self.defaults)))
+        if self.wal is None:
+            return store
+        from slatelib.objstore.wal_routing import WalRoutedStore
+
+        return WalRoutedStore(store, self.wal.open())
 
     def __repr__(self) -> str:
         from slatelib.objstore.cas_records import redact_cas_url
@@ -87,4 +100,6 @@ class StoreSpec:
         shown = tuple((k, "***" if k in SECRET_OPTIONS else redact_cas_url(v) if k == "cas"
                        else v) for k, v in self.options)
         more = f", defaults={self.defaults!r}" if self.defaults else ""
+        if self.wal is not None:
+            more += f", wal={self.wal!r}"
         return f"StoreSpec(url={self.url!r}, options={shown!r}{more})"

@@ -339,12 +339,18 @@ def split_db_url(url: str) -> tuple[str, str]:
 DEFAULT_ATTEMPTS = 5
 
 
-def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS, **options: OptionValue) -> ObjectStore:
+def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS,
+               wal_store: ObjectStore | str | None = None,
+               **options: OptionValue) -> ObjectStore:
     """Open the store rooted at ``url``, ready for production use: transient failures are
     retried up to ``attempts`` times with backoff (:class:`RetryingObjectStore`), and a
     conditional put whose outcome stays unknown raises ``CommitStateUnknownError`` rather
     than guessing from content (callers with unique payloads resolve it with
     :func:`slatelib.objstore.put_if_absent_unique`). ``attempts=1`` gives the bare adapter.
+
+    ``wal_store`` (a store or its URL): the databases in this store keep their WAL in that
+    store, as 0.17's ``with_wal_object_store`` (:mod:`slatelib.objstore.wal_routing`; the
+    ``options`` apply to the main store only).
 
     Raises:
         InvalidArgumentError: unknown scheme, malformed URL or path, unknown or malformed
@@ -352,7 +358,12 @@ def open_store(url: str, *, attempts: int = DEFAULT_ATTEMPTS, **options: OptionV
         PathIsFileError: the local root is a file, or lies below one.
         StorageError: the store cannot be created.
     """
-    return with_retries(open_raw_store(url, **options), attempts)
+    store = with_retries(open_raw_store(url, **options), attempts)
+    if wal_store is None or wal_store == "":
+        return store
+    from slatelib.objstore.wal_routing import with_wal_store
+
+    return with_wal_store(store, wal_store)
 
 
 def with_retries(raw: ObjectStore, attempts: int = DEFAULT_ATTEMPTS) -> ObjectStore:

@@ -73,6 +73,7 @@ from slatelib.ops.checkpoint import as_checkpoint_id, create_checkpoint_stored
 from slatelib.ops.destroy import DELETING_MARKER, layout_objects
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
@@ -425,6 +426,7 @@ def create_clone(
     parent_checkpoint: uuid.UUID | str | None = None,
     *,
     clock: Clock = SYSTEM_CLOCK,
+    wal_store: ObjectStore | str | None = None,
 ) -> CloneReport:
     """Create ``clone_path`` as a full clone of ``parent_path``: one source, no projection
     (:func:`create_clone_from_sources`; steps in the module docstring).
@@ -448,7 +450,7 @@ def create_clone(
     """
     wanted = None if parent_checkpoint is None else as_checkpoint_id(parent_checkpoint)
     return create_clone_from_sources(clone_path, [CloneSource(parent_path, wanted)], store,
-                                     clock=clock)
+                                     clock=clock, wal_store=wal_store)
 
 
 def create_clone_from_sources(
@@ -458,6 +460,7 @@ def create_clone_from_sources(
     *,
     clock: Clock = SYSTEM_CLOCK,
     dry_run: bool = False,
+    wal_store: ObjectStore | str | None = None,
 ) -> CloneReport:
     """Create ``clone_path`` as a clone of ``sources``, each at its checkpoint (default: a
     new ephemeral one) and projected to its key range (default: all keys); several sources
@@ -472,6 +475,10 @@ def create_clone_from_sources(
 
     Args:
         dry_run: check everything, write nothing, and return the planned manifest 1.
+        wal_store: the object store (or URL) that keeps the sources' and the clone's WAL
+            (0.17's ``with_wal_object_store``; None: ``store``'s own): the sources' WAL
+            tails are read and the clone's WAL SSTs written there, as 0.17's clone builder
+            of an ``Admin`` given that WAL store does.
 
     Raises:
         InvalidArgumentError: no source, bad or identical paths, the same source twice, an
@@ -488,11 +495,11 @@ def create_clone_from_sources(
             inherited external database cannot take the clone's final checkpoint, or another
             database (or what is left of one) is at ``clone_path``.
     """
-    from slatelib.objstore import resolve_store
+    from slatelib.objstore import resolve_store, with_wal_store
 
     clone_root = normalize_path(clone_path, what="clone path", allow_empty=False)
     wanted = validate_sources(clone_root, sources)
-    obj = resolve_store(store)
+    obj = with_wal_store(resolve_store(store), wal_store)
     clone_ms = ManifestStore(obj, clone_root)
     for _ in range(_MAX_ATTEMPTS):
         current = clone_ms.try_read_latest()
@@ -509,10 +516,14 @@ def create_clone_from_sources(
                 return _report(clone_root, wanted, current, 0, created=False, dry_run=True,
                                planned=current.value)
         else:
+            for s, cur in zip(wanted, latest, strict=True):
+                WalStore(obj, s.path).check_tail(cur.value, manifest_id=cur.id)
             planned = _preflight(obj, clone_root, wanted, latest, clock)
             if dry_run:
                 return _planned_report(clone_root, wanted, planned)
             pinned = _pin(obj, wanted, latest, clock)
+            for _, p in pinned:  # an existing checkpoint pins an older WAL tail
+                WalStore(obj, p.path).check_tail(p.manifest)
             if wants_empty_wal(wanted):
                 _check_no_data_wal(obj, [(p.path, p.manifest) for _, p in pinned], written=(
                     "the new ephemeral checkpoints of the sources expire in "

@@ -16,8 +16,15 @@ after a crash finishes the job: the manifest (deleted last) or the marker proves
 database. Objects under the path outside that layout (for example another database nested below it)
 are left alone and reported.
 
+A database with a separate WAL store (0.17's ``with_wal_object_store``) is destroyed through a
+store that has it attached (``wal_store``): the WAL fence is written there and a hard destroy
+deletes its ``wal/`` there, and also whatever lies in the main store's ``wal/``, as 0.17's
+``Admin.delete_db`` given the WAL store does.
+
 Both check everything they can before their first write, so that a refused destroy leaves
-the database (and its parents) byte for byte unchanged: the ``external_dbs`` paths of the
+the database (and its parents) byte for byte unchanged: that the store holds the WAL tail
+the latest manifest promises (:meth:`slatelib.store.wal_store.WalStore.check_tail`), the
+``external_dbs`` paths of the
 latest manifest (:mod:`slatelib.core.external_dbs`; a soft destroy hands them to GC, which
 refuses unsafe ones), and, hard, the unexpired checkpoints and that every parent holding a
 final checkpoint of this database can be read. A parent without any manifest has nothing to
@@ -47,7 +54,7 @@ from slatelib.errors import (
     ManifestMissingError,
     ObjectMissingError,
 )
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, main_store_of
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
@@ -113,9 +120,11 @@ def plan_hard_destroy_mark(m: Manifest, now_s: int) -> Manifest | None:
 
 
 def destroy(
-    path: str, store: ObjectStore | str, soft: bool = True, *, clock: Clock = SYSTEM_CLOCK
+    path: str, store: ObjectStore | str, soft: bool = True, *, clock: Clock = SYSTEM_CLOCK,
+    wal_store: ObjectStore | str | None = None,
 ) -> DestroyReport:
     """Destroy the database at ``path`` (soft by default; see the module docstring).
+    ``wal_store``: the object store (or URL) that keeps its WAL (None: ``store``'s own).
 
     Nothing is written when it raises any of these but ``FencedError``.
 
@@ -127,11 +136,13 @@ def destroy(
         InvalidDbStateError: (hard) unexpired checkpoints remain, or the path holds objects
             but no database.
         FencedError: (soft) a writer opened the database while it was being destroyed.
+        WalStoreMissingError: the store holds none of the latest manifest's WAL tail (its
+            WAL store was not given).
     """
-    from slatelib.objstore import resolve_store
+    from slatelib.objstore import resolve_store, with_wal_store
 
     root = normalize_path(path, what="database path", allow_empty=False)
-    obj = resolve_store(store)
+    obj = with_wal_store(resolve_store(store), wal_store)
     manifests = ManifestStore(obj, root)
     if soft:
         return _soft(obj, manifests, clock)
@@ -147,6 +158,7 @@ def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     _check_externals(manifests.root, latest)
     if latest.value.destroyed_at_s is not None:
         return DestroyReport(manifests.root, True, latest.value.destroyed_at_s)
+    WalStore(store, manifests.root).check_tail(latest.value, manifest_id=latest.id)
 
     def claim(cur: StoredManifest) -> Manifest | None:
         _check_externals(manifests.root, cur)
@@ -159,7 +171,8 @@ def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     claimed = update_versioned(manifests, claim, clock=clock, current=latest)
     epoch = claimed.value.writer_epoch
     if claimed.value.destroyed_at_s is None:
-        fence_wal(store, WalStore(store, manifests.root), manifests, claimed.value, epoch)
+        wal = WalStore(store, manifests.root)
+        fence_wal(wal.store, wal, manifests, claimed.value, epoch)
 
     def mark(cur: StoredManifest) -> Manifest | None:
         check_writer_epoch(cur.value, epoch)
@@ -246,6 +259,8 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     else:
         _check_externals(root, latest)
         plan_hard_destroy_mark(latest.value, clock.now_ms() // 1000)  # checkpoints
+        if not _exists(store, marker):  # a rerun may have deleted the WAL already
+            WalStore(store, root).check_tail(latest.value, manifest_id=latest.id)
         _check_parents(store, root, latest)
 
         def mark(cur: StoredManifest) -> Manifest | None:
@@ -259,6 +274,11 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     current = None if latest is None else manifests.path(latest.id)
     objects = [p for p in layout_objects(store, paths) if p != current]
     store.delete_many(objects)
+    main = main_store_of(store)
+    if main is not store:  # what the main store's own wal/ holds (0.17 deletes it too)
+        strays = [m.path for m in main.list(paths.wal_dir)]
+        main.delete_many(strays)
+        objects += strays
     if current is not None:
         store.delete(current)
         objects.append(current)

@@ -118,7 +118,7 @@ class SlateDbReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
-        store = open_store(o.store_url)
+        store = open_store(o.store_url, wal_store=o.wal_store)
         rng = conditions_range(self.conditions, o.key_range)
         temporary = o.checkpoint is None
         if temporary:

@@ -99,6 +99,8 @@ class ExportArgs:
     checkpoint_lifetime_s: float = DEFAULT_EXPORT_LIFETIME_S
     delta_writer: str = "auto"
     parquet_writer: str = "spark"
+    wal_store: str = ""
+    """The URL of the store that keeps the database's WAL ("" : its own store)."""
 
     def check(self) -> None:
         """Raises:
@@ -140,7 +142,7 @@ class _Run:
         self.spark, self.args, self.clock = spark, args, clock
         self.store_url, self.path = split_db(args.db, args.store_root)
         self.db_id = f"{self.store_url.rstrip('/')}/{self.path}"
-        self.store: ObjectStore = open_store(self.store_url)
+        self.store: ObjectStore = open_store(self.store_url, wal_store=args.wal_store)
         self.schema = arrow_schema(args.columns, args.decode)
         self.seconds: dict[str, float] = {}
         self.created: PinnedCheckpoint | None = None
@@ -156,6 +158,8 @@ class _Run:
                    "partitions": str(a.partitions or self.spark.sparkContext.defaultParallelism)}
         if a.store_root:
             options["store_root"] = a.store_root
+        if a.wal_store:
+            options["wal_store"] = a.wal_store
         if a.merge_operator:
             options["merge_operator"] = a.merge_operator
         if a.min_partition_bytes:

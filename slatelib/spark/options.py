@@ -4,6 +4,7 @@
 |---|---|
 | ``db`` | database URL (required), e.g. ``s3://bucket/tenants/a/db`` |
 | ``store_root`` | the URL the store was opened at when the database was created, if it is not the bucket (``file:///``): clones name their sources relative to it |
+| ``wal_store`` | the URL of the object store that keeps the database's WAL (0.17's ``with_wal_object_store``); the database path is the same in it |
 | ``checkpoint`` | a checkpoint id to read; without one a temporary checkpoint is created (``checkpoint_lifetime``) and deleted once every partition is read |
 | ``since_checkpoint`` | read the changes from this (older) checkpoint to the one read: a ``_change`` column (``upsert`` / ``delete``) first, one row per changed key (deletes carry the old row) |
 | ``checkpoint_lifetime`` | lifetime of that temporary checkpoint (default ``1h``) |
@@ -28,7 +29,7 @@ from slatelib.objstore.url import join_store_url, split_db_url, split_store_url
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.scan import DEFAULT_MIN_PARTITION_BYTES
 
-OPTIONS = ("db", "store_root", "checkpoint", "since_checkpoint", "checkpoint_lifetime", "start", "end",
+OPTIONS = ("db", "store_root", "wal_store", "checkpoint", "since_checkpoint", "checkpoint_lifetime", "start", "end",
            "merge_operator", "columns", "decode", "partitions", "min_partition_bytes")
 DEFAULT_PARTITIONS = 8
 DEFAULT_LIFETIME = "1h"
@@ -93,6 +94,7 @@ class ReadOptions:
     decode: str
     partitions: int
     min_partition_bytes: int
+    wal_store: str = ""
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -133,4 +135,5 @@ class ReadOptions:
             columns=parse_columns(opts.get("columns")), decode=decode,
             partitions=_int(opts, "partitions", DEFAULT_PARTITIONS),
             min_partition_bytes=_int(opts, "min_partition_bytes", DEFAULT_MIN_PARTITION_BYTES),
+            wal_store=(opts.get("wal_store") or "").strip(),
         )

@@ -3,6 +3,10 @@
 A zero-byte WAL object is a writer's fence and replays as empty. WAL ids above
 ``replay_after_wal_id`` are contiguous; the last one is found by probing
 ``after + 1, 2, 4, 8, ...`` and then a binary search, never by listing (as 0.17 does).
+
+The store may keep the WAL in a separate object store
+(:mod:`slatelib.objstore.wal_routing`); :meth:`WalStore.check_tail` refuses a store that
+holds none of the WAL tail a manifest promises (:mod:`slatelib.core.wal_tail`).
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Executor
 
+from slatelib.core.manifest import Manifest
 from slatelib.core.row import Row
-from slatelib.errors import ObjectMissingError, UnsupportedFeatureError
+from slatelib.core.wal_tail import missing_tail_message, wal_tail
+from slatelib.errors import ObjectMissingError, UnsupportedFeatureError, WalStoreMissingError
 from slatelib.format.sst import parse_sst
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.paths import DbPaths, file_name, parse_wal_name
 
 _MAX_EXP = 48
@@ -26,6 +32,39 @@ class WalStore:
 
     def path(self, wal_id: int) -> str:
         return self.paths.wal(wal_id)
+
+    @property
+    def where(self) -> str:
+        """The WAL directory as a URL, for messages (in the WAL store when there is one)."""
+        wal = wal_store_of(self.store)
+        base = (self.store if wal is None else wal).url
+        return base + self.paths.wal_dir if base.endswith("/") else f"{base}/{self.paths.wal_dir}"
+
+    def holds_any(self, first: int, last: int) -> bool:
+        """Whether any WAL object with an id in ``[first, last]`` exists (one listing)."""
+        for meta in self.store.list(self.paths.wal_dir, start_after=self.path(first - 1),
+                                    end_before=self.path(last + 1)):
+            wid = parse_wal_name(file_name(meta.path))
+            if wid is not None and first <= wid <= last:
+                return True
+        return False
+
+    def check_tail(self, m: Manifest, *, manifest_id: int | None = None) -> None:
+        """Refuse to read or write through ``m`` when this store holds none of the WAL SSTs
+        ``m`` says exist after ``replay_after_wal_id`` (:mod:`slatelib.core.wal_tail`).
+
+        Raises:
+            WalStoreMissingError: naming the WAL ids, where they were looked for, and
+                ``--wal-store``.
+        """
+        tail = wal_tail(m)
+        if tail is None or self.holds_any(*tail):
+            return
+        wal = wal_store_of(self.store)
+        raise WalStoreMissingError(
+            missing_tail_message(self.paths.root, m, manifest_id=manifest_id, where=self.where,
+                                 wal_store_url=None if wal is None else wal.url),
+            first=tail[0], last=tail[1], where=self.where)
 
     def exists(self, wal_id: int) -> bool:
         try:

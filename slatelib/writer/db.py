@@ -20,7 +20,7 @@ from slatelib.config import Settings
 from slatelib.core.manifest import Manifest
 from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import InvalidArgumentError, MergeOperatorMissingError, SlateError
-from slatelib.objstore import ObjectStore, resolve_store
+from slatelib.objstore import ObjectStore, resolve_store, with_wal_store
 from slatelib.paths import normalize_path
 from slatelib.writer.batch import (
     Ttl,
@@ -51,20 +51,32 @@ class Db(WriterEngine):
         *,
         merge_operator: object = None,
         clock: Clock | None = None,
+        wal_store: ObjectStore | str | None = None,
     ) -> Db:
         """Open (creating when absent) the database at ``path`` for writing.
 
+        ``wal_store``: the object store (or its URL) that keeps the database's WAL, as 0.17's
+        ``with_wal_object_store`` (``""``: none; None: ``store``'s own, else
+        ``settings.object_store.wal_store``): WAL SSTs and fences are written there.
+
         Raises:
+            WalStoreMissingError: the manifest says WAL SSTs exist after
+                ``replay_after_wal_id`` and the WAL store read holds none of them (its WAL
+                store was not given, or the wrong one): refused before any write, so that
+                ``replay_after_wal_id`` never moves over writes this writer cannot read.
             FencedError: a newer writer claimed the database while this one opened.
             InvalidDbStateError: the database is a clone being created, or was destroyed.
             NotADatabaseRootError: ``path`` is a file, or lies below one (nothing written).
-            UnsupportedFeatureError: the database uses segments or a separate WAL store.
+            UnsupportedFeatureError: the database uses segments, or is a V1 database whose
+                manifest names a WAL store and no WAL store was given.
             InvalidArgumentError: bad path or settings.
             MergeOperatorMissingError: the WAL holds merge operands and none is configured.
         """
         settings = settings or Settings()
         check_writer_settings(settings)
-        db = cls(resolve_store(store), normalize_path(path, what="database path"), settings,
+        routed = with_wal_store(resolve_store(store), wal_store,
+                                default=settings.object_store.wal_store)
+        db = cls(routed, normalize_path(path, what="database path"), settings,
                  merge_operator, clock or SYSTEM_CLOCK)
         try:
             db._start()

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
-from slatelib.core.checkpoints import remove_checkpoints
 from slatelib.core.merge import as_merge_operator
 from slatelib.core.row import Row
 from slatelib.errors import (
@@ -32,6 +31,7 @@ from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 from slatelib.writer.fencing import WAL_FENCE_WINDOW, open_for_write
 from slatelib.writer.flusher import Flusher
+from slatelib.writer.manifest_rules import plan_close
 from slatelib.writer.replay import replay_into_memtables
 from slatelib.writer.state import DbState
 from slatelib.writer.uploads import put_new_object
@@ -267,8 +267,9 @@ class WriterEngine:
         slatelib writer replaced it already, but an official 0.17 writer never would. Only
         our own checkpoint ids are removed, never a newer writer's."""
         ids = set(self._flusher.checkpoint_ids)
+        last_wal = self._wal.last_acked_wal_id
         try:
-            update_versioned(self._manifests, lambda cur: remove_checkpoints(cur.value, ids),
-                             clock=self._clock)
+            update_versioned(self._manifests, lambda cur: plan_close(
+                cur.value, ids, epoch=self.epoch, last_wal_id=last_wal), clock=self._clock)
         except SlateError as exc:
             log.warning("could not remove the writer checkpoint [path=%s, error=%s]", self.path, exc)

@@ -50,7 +50,7 @@ from slatelib.errors import (
     ObjectMissingError,
     UnavailableError,
 )
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
@@ -91,7 +91,8 @@ def ensure_database(manifests: ManifestStore) -> StoredManifest:
 
 
 def claim_epoch(
-    manifests: ManifestStore, current: StoredManifest, clock: Clock, *, checkpoint_lifetime_s: float
+    manifests: ManifestStore, current: StoredManifest, clock: Clock, *, checkpoint_lifetime_s: float,
+    separate_wal: bool = False,
 ) -> tuple[StoredManifest, int, uuid.UUID]:
     """Bump ``writer_epoch`` with our writer checkpoint (steps 2).
 
@@ -106,7 +107,7 @@ def claim_epoch(
     def mutate(cur: StoredManifest) -> Manifest | None:
         return plan_writer_claim(
             cur.value, cur.id + 1, checkpoint_id, now_s=clock.now_ms() / 1000,
-            lifetime_s=checkpoint_lifetime_s, path=path,
+            lifetime_s=checkpoint_lifetime_s, path=path, separate_wal=separate_wal,
         )
 
     stored = update_versioned(manifests, mutate, clock=clock, current=current)
@@ -295,18 +296,27 @@ def open_for_write(
     store: ObjectStore, manifests: ManifestStore, wal: WalStore, clock: Clock,
     *, checkpoint_lifetime_s: float, window: int = WAL_FENCE_WINDOW,
 ) -> WriterClaim:
-    """Steps 1-5 of the module docstring.
+    """Steps 1-5 of the module docstring. Before the claim (the first write), the WAL
+    tail the manifest promises must be in ``wal``'s store (:meth:`WalStore.check_tail`):
+    otherwise this writer would fence and write at WAL ids another store holds, and its
+    first flush would move ``replay_after_wal_id`` over writes it never read.
 
     Raises:
         FencedError: a newer writer claimed the database while we opened it.
         InvalidDbStateError: uninitialized or destroyed database.
-        UnsupportedFeatureError: segments or a separate WAL store.
+        UnsupportedFeatureError: segments, or a V1 manifest naming a WAL store not given.
+        WalStoreMissingError: the store holds none of the manifest's WAL tail.
         InvalidArgumentError: a checkpoint lifetime the manifest cannot hold.
     """
+    separate = wal_store_of(wal.store) is not None
     current = ensure_database(manifests)
-    check_openable(current.value, manifests.root)
+    check_openable(current.value, manifests.root, separate_wal=separate)
+    wal.check_tail(current.value, manifest_id=current.id)
     claimed, epoch, checkpoint_id = claim_epoch(manifests, current, clock,
-                                                checkpoint_lifetime_s=checkpoint_lifetime_s)
+                                                checkpoint_lifetime_s=checkpoint_lifetime_s,
+                                                separate_wal=separate)
+    if claimed.value.wal_id_last_seen > current.value.wal_id_last_seen:
+        wal.check_tail(claimed.value, manifest_id=claimed.id)  # moved meanwhile: again
     fence_id = fence_wal(store, wal, manifests, claimed.value, epoch, known=claimed)
     last = fill_fence_window(store, wal, manifests, fence_id, epoch, window)
     latest = _refresh_epoch(manifests, epoch, claimed)

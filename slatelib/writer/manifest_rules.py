@@ -32,6 +32,7 @@ from slatelib.core.checkpoints import (
     check_writable_state,
     lsm_changed,
     refresh_due,
+    remove_checkpoints,
     with_writer_checkpoint,
     writer_checkpoint,
 )
@@ -101,12 +102,18 @@ class L0Flush:
     tracker: tuple[Pair, ...] = ()
 
 
-def check_openable(m: Manifest, path: str) -> None:
+def check_openable(m: Manifest, path: str, *, separate_wal: bool = False) -> None:
     """Refuse databases this writer cannot open.
+
+    ``separate_wal``: the writer was given a separate WAL store. A V2 manifest (all 0.17
+    writes) does not record one, so only a V1 manifest's ``wal_object_store_uri`` can be
+    checked here; the check that the store read holds the WAL a manifest promises, whatever
+    its version, is :meth:`slatelib.store.wal_store.WalStore.check_tail`.
 
     Raises:
         InvalidDbStateError: uninitialized (a clone being created) or destroyed.
-        UnsupportedFeatureError: segments (SlateDB RFC-0024) or a separate WAL object store.
+        UnsupportedFeatureError: segments (SlateDB RFC-0024), or a V1 manifest naming a
+            separate WAL object store when none was given.
     """
     check_writable_state(m, f"open writer on {path!r}")
     if m.has_segments:
@@ -114,13 +121,16 @@ def check_openable(m: Manifest, path: str) -> None:
             f"{path!r} uses segments (segment extractor {m.segment_extractor_name!r}); "
             "the slatelib writer does not support them"
         )
-    if m.wal_object_store_uri is not None:
-        raise UnsupportedFeatureError(f"{path!r} keeps its WAL in a separate object store")
+    if m.wal_object_store_uri is not None and not separate_wal:
+        raise UnsupportedFeatureError(
+            f"{path!r} keeps its WAL in a separate object store "
+            f"({m.wal_object_store_uri!r} in its V1 manifest): pass --wal-store URL "
+            "(wal_store= in Python) naming it")
 
 
 def plan_writer_claim(
     m: Manifest, next_id: int, checkpoint_id: uuid.UUID, *, now_s: float, lifetime_s: float,
-    path: str = "",
+    path: str = "", separate_wal: bool = False,
 ) -> Manifest | None:
     """Claim the next writer epoch and replace every writer checkpoint with ours (design doc
     'checkpoints and clones', "Establishing Initial Checkpoint", expiring after ``lifetime_s``).
@@ -139,7 +149,7 @@ def plan_writer_claim(
                 f"({mine.writer_epoch})"
             )
         return None
-    check_openable(m, path)
+    check_openable(m, path, separate_wal=separate_wal)
     epoch = m.writer_epoch + 1
     cp = writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
                                     checkpoint_id=checkpoint_id)
@@ -205,6 +215,20 @@ def plan_flush_commit(
     cp = writer_checkpoint(next_id, epoch, now_s=now_s, lifetime_s=lifetime_s,
                                     checkpoint_id=checkpoint_id)
     return with_writer_checkpoint(out, cp)
+
+
+def plan_close(m: Manifest, checkpoint_ids: set[uuid.UUID], *, epoch: int,
+               last_wal_id: int) -> Manifest | None:
+    """What a closing writer writes: the manifest without its checkpoints and, while it
+    still owns the database (``epoch``), with ``wal_id_last_seen`` raised to its last
+    acknowledged WAL id, as 0.17's close records it. A WAL-only tail is then visible in the
+    manifest, so a reader or writer given the wrong WAL store refuses instead of missing it
+    (:mod:`slatelib.core.wal_tail`). None when there is nothing to change.
+    """
+    out = remove_checkpoints(m, checkpoint_ids) or m
+    if m.writer_epoch == epoch and last_wal_id > out.wal_id_last_seen:
+        out = replace(out, wal_id_last_seen=last_wal_id)
+    return None if out is m else out
 
 
 def plan_checkpoint_move(

@@ -10,6 +10,7 @@ runs it on real Airflow 3.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,29 @@ def test_databases_come_from_the_variable_as_json_or_lines(
     assert as_lines.db == ["s3://b/x", "s3://b/z"] and as_lines.dbs_file == str(ROOT / "conf/dbs.txt")
     run_wins = args_for(monkeypatch, {"slatelib_databases": '["s3://b/x"]'}, databases=["s3://b/q"])
     assert run_wins.db == ["s3://b/q"]
+
+
+def test_a_database_entry_names_its_wal_store_and_the_job_resolves_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobs._common import resolve_targets
+
+    own = {"db": "s3://b/x", "wal_store": "s3://express--x"}
+    args = args_for(monkeypatch, databases=["s3://b/plain", own, {"db": "s3://b/none",
+                                                                  "wal_store": ""}],
+                    wal_store="s3://fleet-wal")
+    assert args.wal_store == "s3://fleet-wal"
+    got = {t.name: t.wal_store for t in resolve_targets(args)}
+    assert got == {"s3://b/plain": "s3://fleet-wal", "s3://b/x": "s3://express--x",
+                   "s3://b/none": ""}
+    lines = args_for(monkeypatch, {"slatelib_databases":
+                                   '# fleet\ns3://b/a\n{"db": "s3://b/x", "wal_store": "s3://w"}\n'})
+    assert {t.name: t.wal_store for t in resolve_targets(lines)} == {"s3://b/a": "",
+                                                                    "s3://b/x": "s3://w"}
+    as_json = args_for(monkeypatch, {"slatelib_databases": json.dumps(["s3://b/a", own])})
+    assert {t.name: t.wal_store for t in resolve_targets(as_json)}["s3://b/x"] == "s3://express--x"
+    with pytest.raises(FailRun, match="a database is a URL or"):
+        args_for(monkeypatch, databases=[{"db": "s3://b/x", "wal": "s3://w"}])
 
 
 def test_no_database_skips_and_no_project_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,6 +36,18 @@ def write_db(url: str, tmp: Path, *, rows: int = 4000, l0s: int = 4) -> None:
                     "--model", str(tmp / "model.jsonl")], check=True, capture_output=True)
 
 
+def write_wal_store_db(url: str, wal_store: str) -> None:
+    """A database whose WAL (with a WAL-only tail) lives in ``wal_store``."""
+    from slatelib import Db
+
+    store_url, path = split_db_url(url)
+    with Db.open(path, store_url, wal_store=wal_store) as db:
+        db.put(b"a", b"1")
+        db.flush()
+        db.put(b"b", b"2")
+        db.close(flush="wal")
+
+
 def manifest(url: str) -> Any:
     store_url, path = split_db_url(url)
     return ManifestStore(open_store(store_url), path).read_latest().value
@@ -56,6 +68,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     write_db(url, tmp)
     before = manifest(url)
     counts = {"manifest": objects(url, "manifest"), "wal": objects(url, "wal")}
+    wal_db, wal_store = f"file://{tmp}/main/db", f"file://{tmp}/wal"
+    write_wal_store_db(wal_db, wal_store)
     gc_conf = tmp / "gc-now.toml"  # so that the just-compacted L0s' siblings may go at once
     gc_conf.write_text('[gc]\nmin_age = "0s"\nmin_age_floor = "0s"\n')
     result = probe(tmp, [
@@ -71,6 +85,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         {"dag_id": "slatelib_export",
          "conf": {**LOCAL, "runner": "bash", "db": url, "to": f"{tmp}/lake/t",
                   "spark_submit_args": "--master local[2]"}},
+        # a database whose WAL is in its own store, named by its entry in the list
+        {"dag_id": "slatelib_gc",
+         "conf": {**LOCAL, "runner": "bash", "spark_submit_args": "--master local[2]",
+                  "databases": [{"db": wal_db, "wal_store": wal_store}]}},
     ], slatelib_project_dir=str(ROOT), slatelib_databases=json.dumps([url]))
     # Same DAGs, no project directory and no databases at all (the defaults of a new setup).
     bare = probe(tmp / "bare", [{"dag_id": "slatelib_gc", "conf": {}},
@@ -173,6 +191,18 @@ def test_new_setup_skips_without_databases_and_fails_clearly_without_project(
     assert no_project["state"] == "failed"
     assert no_project["tasks"]["plan"]["state"] == "failed"
     assert no_project["tasks"]["plan"]["try_number"] == 1  # no retry
+
+
+def test_a_database_entry_with_its_wal_store_reaches_the_job(runs: dict[str, Any]) -> None:
+    run = runs["result"]["runs"][4]
+    assert run["state"] == "success", run["tasks"]
+    argv = run["xcom"]["plan"]["plan"]["argv"]
+    entry = json.loads(argv[argv.index("--db") + 1])
+    assert entry == {"db": f"file://{runs['tmp']}/main/db", "wal_store": f"file://{runs['tmp']}/wal"}
+    report = run["xcom"]["gc"]["return_value"]
+    (db,) = report["databases"]
+    assert db["status"] == "success" and db["wal_store"] == f"file://{runs['tmp']}/wal"
+    assert db["kinds"]["wal"]["listed"] > 0  # listed in the WAL store
 
 
 def test_export_dag_writes_the_delta_table_and_pushes_its_report(runs: dict[str, Any]) -> None:

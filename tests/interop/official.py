@@ -20,6 +20,9 @@ What is here:
 - :class:`OfficialReader` / :func:`read_all`: the official ``DbReader`` (scan, get), with an
   optional merge operator (:class:`Concat`) and segment extractor (:class:`FixedPrefix`);
 - :class:`Model`: key -> expected value, including 0.17.0's TTL behaviour.
+- ``wal_store=`` on :meth:`OfficialDb.open`, :meth:`OfficialReader.open`, :func:`read_all`,
+  :class:`OfficialAdmin` and :func:`clone`: a second store for the WAL
+  (``with_wal_object_store``), a local folder or an official ObjectStore.
 
 Example::
 
@@ -500,6 +503,7 @@ class OfficialDb:
         segment_extractor: PrefixExtractor | None = None,
         filter_policies: list[FilterPolicy] | None = None,
         seed: int | None = None,
+        wal_store: StoreRoot | None = None,
     ) -> OfficialDb:
         """Open (creating when absent) the database at ``path`` in ``where``.
 
@@ -518,6 +522,8 @@ class OfficialDb:
             builder.with_merge_operator(merge_operator)
         if segment_extractor is not None:
             builder.with_segment_extractor(segment_extractor)
+        if wal_store is not None:
+            builder.with_wal_object_store(as_store(wal_store))
         return cls(run(builder.build()), path, model)
 
     def write(self, ops: Sequence[Op], *, seqnum: int = 0) -> int:
@@ -581,10 +587,14 @@ class CompactionFailed(AssertionError):
 class OfficialAdmin:
     """The official ``Admin`` of one database: manifests, compactions, checkpoints."""
 
-    def __init__(self, where: StoreRoot, path: str) -> None:
+    def __init__(self, where: StoreRoot, path: str, *, wal_store: StoreRoot | None = None,
+                 ) -> None:
         self.store = as_store(where)
         self.path = path
-        self.admin = AdminBuilder(path, self.store).build()
+        builder = AdminBuilder(path, self.store)
+        if wal_store is not None:
+            builder.with_wal_object_store(as_store(wal_store))
+        self.admin = builder.build()
 
     def manifest(self, manifest_id: int | None = None) -> VersionedManifest:
         """A manifest (the latest by default), as the official package decodes it."""
@@ -711,13 +721,17 @@ class CloneSource:
 
 
 def clone(
-    where: StoreRoot, clone_path: str, sources: Sequence[CloneSource], *, seed: int | None = None
+    where: StoreRoot, clone_path: str, sources: Sequence[CloneSource], *, seed: int | None = None,
+    wal_store: StoreRoot | None = None,
 ) -> None:
     """Create ``clone_path`` from one source (a full or projected clone) or several sources
     (a union clone; 0.17.0 requires their key ranges to be disjoint)."""
     if not sources:
         raise ValueError("a clone needs at least one source")
-    admin = AdminBuilder(clone_path, as_store(where)).build()
+    admin_builder = AdminBuilder(clone_path, as_store(where))
+    if wal_store is not None:
+        admin_builder.with_wal_object_store(as_store(wal_store))
+    admin = admin_builder.build()
     builder = admin.create_clone_builder_from_source(sources[0].spec())
     for extra in sources[1:]:
         builder.with_source(extra.spec())
@@ -764,8 +778,11 @@ class OfficialReader:
         checkpoint: str | None = None,
         follow_latest: bool = False,
         filter_policies: list[FilterPolicy] | None = None,
+        wal_store: StoreRoot | None = None,
     ) -> OfficialReader:
         builder = DbReaderBuilder(path, as_store(where))
+        if wal_store is not None:
+            builder.with_wal_object_store(as_store(wal_store))
         if filter_policies is not None:
             builder.with_filter_policies(filter_policies)
         if merge_operator is not None:
@@ -809,10 +826,12 @@ def read_all(
     *,
     merge_operator: MergeOperator | None = None,
     segment_extractor: PrefixExtractor | None = None,
+    wal_store: StoreRoot | None = None,
 ) -> list[tuple[bytes, bytes]]:
-    """Full scan of ``path`` with the official ``DbReader``."""
+    """Full scan of ``path`` with the official ``DbReader`` (``wal_store``: its WAL store)."""
     with OfficialReader.open(
-        where, path, merge_operator=merge_operator, segment_extractor=segment_extractor
+        where, path, merge_operator=merge_operator, segment_extractor=segment_extractor,
+        wal_store=wal_store,
     ) as r:
         return r.scan()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slatelib.config import load_settings, parse_duration, parse_size
+from slatelib.config import known_env_names, load_settings, parse_duration, parse_size
 from slatelib.errors import InvalidArgumentError
 
 
@@ -202,3 +202,18 @@ def test_an_official_garbage_collector_options_block_is_read_as_gc(
     f.write_text('[garbage_collector_options.wal_options]\nmin_agee = "60s"\n')
     with pytest.raises(InvalidArgumentError, match="gc.wal_options: unknown setting 'min_agee'"):
         load_settings(f, env={})
+
+
+def test_the_wal_store_comes_from_the_settings_and_slatelib_wal_store_wins(tmp_path: Path) -> None:
+    conf = tmp_path / "wal.toml"
+    conf.write_text('[object_store]\nwal_store = "s3://from-conf"\n')
+    assert load_settings(conf, {}).object_store.wal_store == "s3://from-conf"
+    assert load_settings(conf, {"SLATELIB_WAL_STORE": " s3://env "}).object_store.wal_store == \
+        "s3://env"
+    assert load_settings(conf, {"SLATELIB_WAL_STORE": ""}).object_store.wal_store == ""
+    same = {"SLATELIB_WAL_STORE": "s3://a", "SLATELIB_OBJECT_STORE__WAL_STORE": "s3://a"}
+    assert load_settings(None, same).object_store.wal_store == "s3://a"
+    with pytest.raises(InvalidArgumentError, match="disagree"):
+        load_settings(None, {"SLATELIB_WAL_STORE": "s3://a",
+                             "SLATELIB_OBJECT_STORE__WAL_STORE": "s3://b"})
+    assert "SLATELIB_WAL_STORE" in known_env_names()

@@ -52,7 +52,7 @@ from slatelib.errors import (
     UnavailableError,
 )
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, with_wal_store
 from slatelib.ops.compaction.commit import (
     CommitOutcome,
     CompactorClaim,
@@ -89,6 +89,7 @@ from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
+from slatelib.store.wal_store import WalStore
 
 __all__ = [
     "CompactionJob",
@@ -221,6 +222,8 @@ class _Run:
     def plan(self) -> tuple[DbState, list[CompactionSpec]]:
         state = read_state(self.manifests, self.compactions)
         check_compactable(state.manifest.value)
+        WalStore(self.store, self.root).check_tail(state.manifest.value,
+                                                   manifest_id=state.manifest.id)
         return state, plan_compactions(state.manifest.value, _value(state.compactions),
                                        self.options)
 
@@ -338,7 +341,8 @@ class _Run:
 
 def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
              policy: str | None, sources: Sequence[str] | None, max_sst_size: int | None,
-             parallelism: int | None, clock: Clock, takeover: bool) -> _Run:
+             parallelism: int | None, clock: Clock, takeover: bool,
+             wal_store: ObjectStore | str | None = None) -> _Run:
     from slatelib.objstore import resolve_store
 
     settings = settings or Settings()
@@ -356,7 +360,8 @@ def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
                                    "positive")
     load_merge_operator(cs.merge_operator)  # fail fast on a bad name, before any write
     root = normalize_path(path, what="database path")
-    obj_store = resolve_store(store)
+    obj_store = with_wal_store(resolve_store(store), wal_store,
+                               default=settings.object_store.wal_store)
     return _Run(root, obj_store, settings, slots, clock, plan_options(settings, policy, sources),
                 ManifestStore(obj_store, root), CompactionsStore(obj_store, root), takeover)
 
@@ -374,8 +379,14 @@ def run_compaction(
     takeover: bool = False,
     runner: TaskRunner | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    wal_store: ObjectStore | str | None = None,
 ) -> CompactionReport:
     """Plan, execute and commit one compaction of the database at ``path``.
+
+    ``wal_store``: the object store (or URL) that keeps the database's WAL (0.17's
+    ``with_wal_object_store``; None: ``store``'s own, else ``[object_store] wal_store``).
+    Compaction does not read the WAL, but it refuses, as every command does, a store that
+    holds none of the WAL tail the manifest promises (:mod:`slatelib.core.wal_tail`).
 
     Everything that can refuse the run is checked before its first write: the arguments
     and settings, the database state, the plan, who holds the compactor epoch
@@ -395,10 +406,11 @@ def run_compaction(
         FencedError: another compactor took over; nothing was committed.
         ConflictError: a source disappeared or the commit kept conflicting.
         DataError: an input SST is damaged or missing (named in the error).
+        WalStoreMissingError: the WAL tail is not in the store (a WAL store not given).
         UnavailableError / StorageError: storage failures.
     """
     run = _prepare(path, store, settings, policy, sources, max_sst_size, parallelism, clock,
-                   takeover)
+                   takeover, wal_store)
     state, specs = run.plan()
     run.lap("plan", run.started)
     verdict = run.judge(state)

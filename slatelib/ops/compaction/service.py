@@ -107,11 +107,13 @@ Failed before the service returns without them."""
 @dataclass(frozen=True)
 class ServiceDb:
     """One database of the service: ``name`` (unique, how it is reported: its URL), the
-    path inside its store, and the store (a URL or an open store)."""
+    path inside its store, the store (a URL or an open store) and the URL of its WAL store
+    (``""``: its own store; None: the store's own, else ``[object_store] wal_store``)."""
 
     name: str
     path: str
     store: str | ObjectStore
+    wal_store: str | None = None
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -601,7 +603,7 @@ class CompactionService:
             report = run_compaction(
                 target.path, store, settings=self.settings, policy=POLICY,
                 max_sst_size=self.max_sst_size, parallelism=self.parallelism,
-                runner=self._runner(target), clock=self.clock)
+                runner=self._runner(target), clock=self.clock, wal_store=target.wal_store)
         except Exception as exc:
             error = exc
             if not isinstance(exc, SlateError):

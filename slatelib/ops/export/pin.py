@@ -60,6 +60,8 @@ def pin_checkpoint(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, *,
         NotADatabaseRootError: no database at ``path``.
         InvalidDbStateError: no such checkpoint in the latest manifest, it has expired, or
             the manifest it pins is gone or is not initialized.
+        WalStoreMissingError: the store holds none of the WAL tail the pinned manifest
+            promises (its WAL store was not given).
     """
     manifests = ManifestStore(store, path)
     latest = manifests.read_latest()
@@ -85,6 +87,7 @@ def pin_checkpoint(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, *,
         raise InvalidDbStateError(
             f"database {path!r} is not initialized (manifest {pinned.id}): a clone that is "
             "still being created")
+    WalStore(store, path).check_tail(pinned.value, manifest_id=pinned.id)
     return PinnedCheckpoint(cp, pinned.id, pinned.value)
 
 
@@ -96,11 +99,14 @@ def create_read_checkpoint(store: ObjectStore, path: str, *, name: str, lifetime
         NotADatabaseRootError: no database at ``path``.
         InvalidDbStateError: the database is uninitialized or destroyed.
         InvalidArgumentError: a bad lifetime.
+        WalStoreMissingError: the store holds none of the latest manifest's WAL tail (its
+            WAL store was not given); nothing was written.
     """
     manifests = ManifestStore(store, path)
     wal = WalStore(store, path)
     checkpoint_id = uuid.uuid4()
     latest = manifests.read_latest()
+    wal.check_tail(latest.value, manifest_id=latest.id)  # before the checkpoint is written
     last_wal = wal.last_wal_id(latest.value.replay_after_wal_id)
 
     def mutate(cur: StoredManifest) -> Manifest | None:

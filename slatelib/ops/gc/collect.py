@@ -60,7 +60,7 @@ from slatelib.core.gc_rules import (
 from slatelib.core.manifest import Manifest
 from slatelib.errors import ConflictError, InvalidArgumentError, ObjectMissingError, SlateError
 from slatelib.ids import Ulid, ulid_to_str
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.ops.gc.backend import DecisionSet, GcBackend, LocalBackend, LocalListing
 from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
 from slatelib.ops.gc.report import GcReport
@@ -74,6 +74,7 @@ from slatelib.ops.gc.state import (
 )
 from slatelib.paths import COMPACTED_DIR, COMPACTIONS_DIR, MANIFEST_DIR, WAL_DIR, DbPaths
 from slatelib.store.sequenced import Versioned
+from slatelib.store.wal_store import WalStore
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +195,15 @@ def collect_garbage(
     clock: Clock | None = None,
     on_decision: DecisionSink | None = None,
     options: GcOptions | None = None,
+    wal_store: ObjectStore | str | None = None,
 ) -> GcReport:
     """Collect the garbage of the database at ``path`` in ``store`` (an object store or its
     URL) in this process.
+
+    ``wal_store``: the object store (or URL) that keeps the database's WAL, as 0.17's
+    ``with_wal_object_store`` (None: ``store``'s own, else ``[object_store] wal_store``):
+    ``wal/`` is then listed and collected there, by the rules 0.17's ``run_gc_once`` applies
+    given the same WAL store (the main store's ``wal/`` is not looked at, as in 0.17).
 
     ``min_age`` is seconds or a duration string (default ``[gc] min_age``, 5 minutes): the
     ``min_age`` of every directory that sets none of its own (``[gc.wal_options]
@@ -216,6 +223,8 @@ def collect_garbage(
         CorruptObjectError / UnsupportedFormatVersionError: a malformed manifest or an
             unsafe ``external_dbs`` path.
         StorageError: the store listed an object outside the directory it was asked for.
+        WalStoreMissingError: the latest manifest's WAL tail is not in the store read (a
+            separate WAL store not given); nothing was written.
     """
     s = settings or Settings()
     base = clock or SYSTEM_CLOCK
@@ -229,12 +238,13 @@ def collect_garbage(
         if on_decision is not None:
             on_decision(d)
 
-    from slatelib.objstore import resolve_store
+    from slatelib.objstore import resolve_store, with_wal_store
 
     if options is None:
         options = gc_options(s, min_age=min_age, force=force,
                              dry_run=None if dry_run is None else False)
-    report = run_gc(resolve_store(store), path, options, dry_run=bool(dry_run),
+    routed = with_wal_store(resolve_store(store), wal_store, default=s.object_store.wal_store)
+    report = run_gc(routed, path, options, dry_run=bool(dry_run),
                     backend=LocalBackend(concurrency=s.gc.delete_concurrency), clock=base,
                     on_decision=sink)
     report.decisions = kept
@@ -262,7 +272,10 @@ def run_gc(
 ) -> GcReport:
     """One GC run on one database with ``backend`` doing the listing and deleting.
     ``dry_run`` makes the whole run a dry run (nothing is written), as does ``options``
-    when every directory is a dry run (:meth:`GcOptions.writes_nothing`).
+    when every directory is a dry run (:meth:`GcOptions.writes_nothing`). A database with a
+    separate WAL store is collected through a ``store`` that has it attached
+    (:func:`slatelib.objstore.with_wal_store`); before anything else the latest manifest's
+    WAL tail must be there (:meth:`slatelib.store.wal_store.WalStore.check_tail`).
 
     Raises:
         See :func:`collect_garbage`.
@@ -300,7 +313,10 @@ def _run_gc(
         compactions = read_compactions_state(store, root)
         latest = read_latest_manifest(store, root, _newest_listed(store, root, manifests))
         check_external_dbs(root, latest.value, manifest_id=latest.id)
+        WalStore(store, root).check_tail(latest.value, manifest_id=latest.id)
     report.latest_manifest_id = latest.id
+    wal = wal_store_of(store)
+    report.wal_store = None if wal is None else wal.url
     verdict = destroy_verdict(latest.value, now_ms / 1000, options.db_delete_grace_s)
     if verdict.state is DestroyState.DUE:
         from slatelib.ops.gc.destroy import run_destroy
@@ -371,8 +387,10 @@ def _collect_cas_records(store: ObjectStore, root: str, options: GcOptions,
     orphaned temporary objects are deleted, all older than the largest of the GC's min ages
     and an hour. Deleting objects already dropped their records; this is only the crash
     residue. A failure is an error of the run, not a reason to stop it."""
+    from slatelib.objstore import main_store_of
     from slatelib.objstore.two_phase import TwoPhaseObjectStore
 
+    store = main_store_of(store)
     if not isinstance(store, TwoPhaseObjectStore):
         return
     min_age_s = max([CAS_COLLECT_MIN_AGE_S, options.min_age_s,

@@ -60,6 +60,8 @@ class GcReport:
     boundary_files_enabled: bool = True
     detach_enabled: bool = True
     cas_collect: dict[str, int] | None = None
+    wal_store: str | None = None
+    """The URL of the separate WAL store ``wal/`` was collected in (None: the store's own)."""
 
     def kind(self, kind: ObjectKind | str) -> KindTally:
         return self.kinds.setdefault(str(kind), KindTally())
@@ -114,6 +116,7 @@ class GcReport:
         return {
             "path": self.path,
             "store": self.store,
+            "wal_store": self.wal_store,
             "dry_run": self.dry_run,
             "min_age_s": self.min_age_s,
             "directories": self.directories,

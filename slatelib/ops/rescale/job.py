@@ -29,7 +29,7 @@ from slatelib.core.rescale_plan import (
     same_job,
     with_split_keys,
 )
-from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError
+from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
@@ -118,12 +118,14 @@ class RescaleJob:
     def __init__(self, kind: str, store: ObjectStore | str, settings: Settings | None,
                  options: RescaleOptions, runner_factory: RunnerFactory | None,
                  mapper: Mapper | None, clock: Clock, *,
-                 batch_runner: BatchRunner | None = None) -> None:
-        from slatelib.objstore import resolve_store
+                 batch_runner: BatchRunner | None = None,
+                 wal_store: ObjectStore | str | None = None) -> None:
+        from slatelib.objstore import resolve_store, with_wal_store
 
         self.kind = kind
-        self.store = resolve_store(store)
         self.settings = settings or Settings()
+        self.store = with_wal_store(resolve_store(store), wal_store,
+                                    default=self.settings.object_store.wal_store)
         self.options = options
         self.runner_factory = runner_factory
         self.batch_runner = batch_runner
@@ -300,6 +302,20 @@ class RescaleJob:
         return plan
 
     def run(self, plan: RescalePlan, fresh: dict[str, SourceInfo]) -> RescaleReport:
+        """The steps after the record (:meth:`steps`). A failure says what the job had
+        written by then (its records, its checkpoints), whatever the failed step claims
+        about its own writes.
+
+        Raises:
+            SlateError: as the steps.
+        """
+        try:
+            return self.steps(plan, fresh)
+        except SlateError as exc:
+            record.with_written_note(exc, self.store, plan)
+            raise
+
+    def steps(self, plan: RescalePlan, fresh: dict[str, SourceInfo]) -> RescaleReport:
         rep = self.report
         rep.job_id = plan.job_id
         self.prepare_sources(plan, fresh)

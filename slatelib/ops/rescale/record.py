@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -126,3 +128,43 @@ def release(store: ObjectStore, sources: Sequence[str], job_id: str) -> None:
         current = read_active(store, source)
         if current is not None and current.job_id == job_id:
             store.delete(active_path(source))
+
+
+_NOTHING_WRITTEN = re.compile(r"[;,]?\s*nothing( else)? was written\.?")
+"""What a refusal of a step (a clone, a flush) says about its own writes, which is not true
+of the job once its record exists."""
+
+
+def written_so_far(store: ObjectStore, plan: RescalePlan) -> list[str]:
+    """What job ``plan`` has written on its sources: its records, and each checkpoint of its
+    own that is on a source now (best effort: a source that cannot be read is left out)."""
+    out = [active_path(s) for s in plan.source_paths]
+    if not plan.options.get("own_checkpoint", True):
+        return out
+    from slatelib.store.manifest_store import ManifestStore
+
+    for src in plan.sources:
+        try:
+            latest = ManifestStore(store, src.path).try_read_latest()
+        except SlateError:
+            continue
+        if latest is not None and latest.value.checkpoint(uuid.UUID(src.checkpoint_id)):
+            out.append(f"checkpoint {src.checkpoint_id} of {src.path!r}")
+    return out
+
+
+def failed_after_record(message: str, job_id: str, written: Sequence[str]) -> str:
+    """The message of a failure after the job recorded itself: what the step said, without
+    its claim that nothing was written, then what the job had written and the way on. Pure."""
+    said = _NOTHING_WRITTEN.sub("", message).rstrip(" ;,.")
+    return (f"{said}. Rescale job {job_id} had already written {', '.join(written)}: rerun "
+            "the same command once this is fixed to resume the job, or delete the records "
+            "(and the checkpoints: `slate --path SOURCE delete-checkpoint --id ID`) to "
+            "abandon it")
+
+
+def with_written_note(exc: SlateError, store: ObjectStore, plan: RescalePlan) -> SlateError:
+    """``exc`` (same kind and attributes) with its message rewritten by
+    :func:`failed_after_record`."""
+    exc.args = (failed_after_record(str(exc), plan.job_id, written_so_far(store, plan)),)
+    return exc

@@ -101,6 +101,7 @@ def split_database(
     mapper: Mapper | None = None,
     clock: Clock = SYSTEM_CLOCK,
     batch_runner: BatchRunner | None = None,
+    wal_store: ObjectStore | str | None = None,
 ) -> RescaleReport:
     """Split ``source`` into ``len(targets)`` databases by key range (module docstring):
     at the keys ``at`` (``len(targets) - 1`` of them, ascending), or at keys that balance
@@ -136,7 +137,7 @@ def split_database(
     check_target_paths([src], tgts)
     given = None if checkpoint is None else as_checkpoint_id(checkpoint)
     job = RescaleJob(SPLIT, store, settings, options, runner_factory, mapper, clock,
-                     batch_runner=batch_runner)
+                     batch_runner=batch_runner, wal_store=wal_store)
     done = job.finished([src], tgts, keys)
     if done is not None:
         return done
@@ -199,6 +200,7 @@ def merge_databases(
     mapper: Mapper | None = None,
     clock: Clock = SYSTEM_CLOCK,
     batch_runner: BatchRunner | None = None,
+    wal_store: ObjectStore | str | None = None,
 ) -> RescaleReport:
     """Merge ``sources`` (disjoint key ranges, e.g. the shards of a split) into ``target``
     (module docstring): a union clone, then compaction, validation and detach.
@@ -217,7 +219,7 @@ def merge_databases(
         raise InvalidArgumentError("a merge needs at least 2 sources")
     check_target_paths(srcs, [tgt])
     job = RescaleJob(MERGE, store, settings, options, runner_factory, mapper, clock,
-                     batch_runner=batch_runner)
+                     batch_runner=batch_runner, wal_store=wal_store)
     done = job.finished(srcs, [tgt], None)
     if done is not None:
         return done

@@ -34,7 +34,7 @@ from slatelib.errors import (
     UnsupportedFeatureError,
     WriterActiveError,
 )
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
@@ -84,37 +84,43 @@ class SourceInfo:
                 "live_writer_evidence": list(self.live_evidence)}
 
 
-def check_source_state(path: str, m: Manifest) -> None:
+def check_source_state(path: str, m: Manifest, *, separate_wal: bool = False) -> None:
     """A rescale source must be an initialized, live database.
 
     Raises:
         InvalidDbStateError: uninitialized (a clone being created) or destroyed.
-        UnsupportedFeatureError: a separate WAL store.
+        UnsupportedFeatureError: a V1 manifest naming a separate WAL store when none was
+            given (``separate_wal``).
     """
     if not m.initialized:
         raise InvalidDbStateError(f"source {path!r} is not initialized (a clone being created)")
     if m.destroyed_at_s is not None:
         raise InvalidDbStateError(f"source {path!r} was destroyed (at {m.destroyed_at_s})")
-    if m.wal_object_store_uri is not None:
-        raise UnsupportedFeatureError(f"source {path!r} keeps its WAL in a separate store")
+    if m.wal_object_store_uri is not None and not separate_wal:
+        raise UnsupportedFeatureError(
+            f"source {path!r} keeps its WAL in a separate store ({m.wal_object_store_uri!r} "
+            "in its V1 manifest): pass --wal-store naming it")
 
 
 def read_source(store: ObjectStore, path: str, clock: Clock, *, live_window_s: float,
                 ) -> SourceInfo:
     """Read a source's latest manifest, its WAL tail and its recent activity (no writes).
+    The WAL is read from the source's WAL store when ``store`` has one attached.
 
     Raises:
         NotADatabaseRootError: no database at ``path``.
         InvalidDbStateError / UnsupportedFeatureError: see :func:`check_source_state`.
+        WalStoreMissingError: the store holds none of the manifest's WAL tail.
         CorruptObjectError: a WAL SST of the tail does not decode.
     """
     ms = ManifestStore(store, path)
     latest = ms.try_read_latest()
     if latest is None:
         raise NotADatabaseRootError(path)
-    check_source_state(path, latest.value)
+    check_source_state(path, latest.value, separate_wal=wal_store_of(store) is not None)
     now_ms = clock.now_ms()
     wal = WalStore(store, path)
+    wal.check_tail(latest.value, manifest_id=latest.id)
     after = latest.value.replay_after_wal_id
     data_ids: list[int] = []
     newest: tuple[int, int] | None = None  # (wal id, last modified ms)

@@ -167,3 +167,35 @@ def test_the_shipped_log4j_file_is_applied_unless_one_is_given(
     env = _spark.launch_environment([], fallback="local[1]", environ={"SPARK_SUBMIT_OPTS": "-Xss4m"})
     assert env["SPARK_SUBMIT_OPTS"] == f"-Xss4m {_spark.log4j_java_option({})}"
     assert "SPARK_SUBMIT_OPTS" not in _spark.launch_environment([], fallback="x", environ=mine)
+
+
+# ---------------------------------------------------------------- WAL stores per database
+def test_a_database_entry_is_a_url_or_an_object_naming_its_wal_store(tmp_path: Path) -> None:
+    from jobs._common import parse_db_entry
+
+    assert parse_db_entry(" s3://b/a ", where="--db") == ("s3://b/a", None)
+    assert parse_db_entry('{"db": "s3://b/a", "wal_store": "s3://w"}', where="--db") == (
+        "s3://b/a", "s3://w")
+    assert parse_db_entry('{"db": "s3://b/a", "wal_store": ""}', where="--db") == ("s3://b/a", "")
+    for bad, why in (('{"db": 1}', "needs"), ('{"db": "s3://b/a", "wal": "x"}', "unknown key"),
+                     ('{"db": "s3://b/a", "wal_store": 5}', "must be a URL"), ("{oops", "JSON")):
+        with pytest.raises(InvalidArgumentError, match=why):
+            parse_db_entry(bad, where="--db")
+
+
+def test_each_target_gets_its_entrys_wal_store_else_the_runs(tmp_path: Path) -> None:
+    dbs = tmp_path / "dbs.txt"
+    dbs.write_text('# fleet\nfile:///d/plain\n{"db": "file:///d/own", "wal_store": "file:///w2"}\n'
+                   '{"db": "file:///d/none", "wal_store": ""}\n')
+    got = {t.path: t.wal_store for t in resolve_targets(args("--dbs-file", str(dbs)),
+                                                         wal_store="file:///conf")}
+    assert got == {"d/plain": "file:///conf", "d/own": "file:///w2", "d/none": ""}
+    got = {t.path: t.wal_store for t in resolve_targets(
+        args("--wal-store", "file:///flag", "--dbs-file", str(dbs)), wal_store="file:///conf")}
+    assert got == {"d/plain": "file:///flag", "d/own": "file:///w2", "d/none": ""}
+    [t] = resolve_targets(args("--db", '{"db": "file:///d/x", "wal_store": "memory://w/"}'))
+    assert t.open().spec.wal is not None and t.open().spec.wal.url == "memory://w"
+    with pytest.raises(InvalidArgumentError, match=r"dbs-file .*line 2"):
+        bad = tmp_path / "bad.txt"
+        bad.write_text("file:///d/a\n{\n")
+        resolve_targets(args("--dbs-file", str(bad)))

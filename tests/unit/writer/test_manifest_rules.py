@@ -34,6 +34,7 @@ from slatelib.writer.manifest_rules import (
     L0Flush,
     check_openable,
     plan_checkpoint_move,
+    plan_close,
     plan_flush_commit,
     plan_writer_claim,
     prune_external_sst_ids,
@@ -94,6 +95,24 @@ def test_claim_is_idempotent_and_detects_a_later_claim() -> None:
 def test_databases_the_writer_cannot_open(m: Manifest, error: type[Exception]) -> None:
     with pytest.raises(error):
         check_openable(m, "db")
+
+
+def test_a_v1_manifest_naming_a_wal_store_opens_only_with_a_wal_store() -> None:
+    m = replace(Manifest(), wal_object_store_uri="s3://wal")
+    with pytest.raises(UnsupportedFeatureError, match="--wal-store"):
+        check_openable(m, "db")
+    check_openable(m, "db", separate_wal=True)
+
+
+def test_a_close_records_the_last_wal_id_while_the_writer_owns_the_database() -> None:
+    cid = uuid.uuid4()
+    claimed = plan_writer_claim(Manifest(), 2, cid, now_s=NOW, lifetime_s=LIFE)
+    assert claimed is not None and claimed.wal_id_last_seen == 0
+    closed = plan_close(claimed, {cid}, epoch=1, last_wal_id=9)
+    assert closed is not None and closed.checkpoints == () and closed.wal_id_last_seen == 9
+    fenced = plan_close(replace(claimed, writer_epoch=2), {cid}, epoch=1, last_wal_id=9)
+    assert fenced is not None and fenced.wal_id_last_seen == 0  # a newer writer owns it
+    assert plan_close(replace(closed, wal_id_last_seen=9), {cid}, epoch=1, last_wal_id=9) is None
 
 
 def test_flush_commit_prepends_l0_and_sets_the_bookkeeping_of_spec_5_5_4() -> None:
