@@ -108,7 +108,6 @@ def hoist_global_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return [x for name, value in found.items() for x in (name, value)], rest
 
 
-
 def split_spark_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(spark-submit options, the rest)`` of a slate-spark command line: the Spark options
     (:data:`SPARK_VALUE_OPTIONS`, ``--opt VALUE`` or ``--opt=VALUE``) may come anywhere.
@@ -135,7 +134,8 @@ def split_spark_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
             raise ValueError(f"--deploy-mode {value}: slate-spark runs the driver here "
                              "(client mode); submit with spark-submit for cluster mode")
         if name == "--executor-env":
-            submit += ["--archives", f"{value}#env", "--conf", "spark.pyspark.python=./env/bin/python"]
+            submit += ["--archives", f"{value}#env",
+                       "--conf", "spark.pyspark.python=./env/bin/python"]
         else:
             submit += [str(SPARK_VALUE_OPTIONS[name]), value]
     return submit, rest
