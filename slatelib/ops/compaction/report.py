@@ -54,6 +54,9 @@ class CompactionReport:
     compactor: Mapping[str, Any] = field(default_factory=dict)
     peak_task_rss_bytes: int = 0
     task_metrics: tuple[Mapping[str, Any], ...] = ()
+    sst_options: Mapping[str, Any] = field(default_factory=dict)
+    """The output SSTs' block size, codec, ``min_filter_keys`` and filter policies, each
+    with its origin (``set``, ``database (<SST id>)`` or ``default``)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, Mapping)

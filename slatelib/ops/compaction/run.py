@@ -36,6 +36,7 @@ from slatelib.core.compaction_source import SourceId
 from slatelib.core.compaction_state import abandoned, running
 from slatelib.core.compactions import Compactions, CompactionStatus
 from slatelib.core.compactor_claim import ClaimVerdict
+from slatelib.core.db_sst_options import DbSstOptions
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import BytesRange
 from slatelib.core.size_tiered import SizeTieredOptions
@@ -46,6 +47,7 @@ from slatelib.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
+from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.commit import (
@@ -60,6 +62,7 @@ from slatelib.ops.compaction.commit import (
 )
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources, judge_compactor
+from slatelib.ops.compaction.output_options import plan_output_options
 from slatelib.ops.compaction.plan_io import (
     DbState,
     InputView,
@@ -76,7 +79,6 @@ from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 
@@ -182,6 +184,8 @@ class _Run:
     timing: dict[str, float] = field(default_factory=dict)
     cache: BlockCache = field(default_factory=lambda: BlockCache(METADATA_CACHE_BYTES))
     """SST indexes and filters read before the fence, reused by the range split."""
+    outputs: tuple[SstWriterOptions, DbSstOptions] | None = None
+    """The output SSTs' options, planned from the inputs before the fence."""
 
     @property
     def cs(self) -> CompactionSettings:
@@ -218,10 +222,16 @@ class _Run:
         return verdict
 
     def check(self, spec: CompactionSpec, manifest: Manifest) -> None:
-        """Every input SST's metadata, before the first write."""
+        """Every input SST's metadata and the outputs' options, before the first write."""
         t = time.perf_counter()
         check_sources(self.store, self.root, manifest, [spec], cache=self.cache)
+        self.plan_outputs(spec, manifest)
         self.lap("check", t)
+
+    def plan_outputs(self, spec: CompactionSpec, manifest: Manifest) -> None:
+        """The output SSTs' options: the database's, from the inputs (output_options)."""
+        self.outputs = plan_output_options(self.store, self.root, manifest, spec, self.settings,
+                                           cache=self.cache)
 
     def start(self, checked: CompactionSpec) -> tuple[CompactionJob, Manifest] | None:
         """Fence, plan again on the fenced state, list the compaction as Running
@@ -234,6 +244,7 @@ class _Run:
             return None
         if spec != checked:  # the writer added sources meanwhile: check those too
             check_sources(self.store, self.root, state.manifest.value, [spec], cache=self.cache)
+            self.plan_outputs(spec, state.manifest.value)
         now = self.clock.now_ms()
         ids = UlidGenerator()
         compaction_id = ids.new(now)
@@ -256,9 +267,12 @@ class _Run:
         try:
             t = time.perf_counter()
             views, ranges = self.split(job.spec, manifest)
+            if self.outputs is None:
+                self.plan_outputs(job.spec, manifest)
+            assert self.outputs is not None
             tasks = build_tasks(job.spec, views, ranges, TaskOptions(
                 store=self.store.spec, db_path=self.root, compaction_id=job.compaction_id,
-                sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
+                sst_options=self.outputs[0], max_sst_size=cs.max_sst_size,
                 merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
                 bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(job.compaction_id),
             ))
@@ -280,6 +294,7 @@ class _Run:
         self.lap("total", self.started)
         report = build_report(self.root, job, views, ranges, results, outcome, runs,
                               self.timing)
+        report = replace(report, sst_options=self.outputs[1].to_dict())
         verdict = job.claim.verdict
         return report if verdict is None else replace(report, compactor=verdict.to_dict())
 
@@ -352,9 +367,13 @@ def run_compaction(
     verdict = run.judge(state)
     if dry_run:
         ranges = [] if spec is None else run.split(spec, state.manifest.value)[1]
+        if spec is not None:
+            run.plan_outputs(spec, state.manifest.value)
         run.lap("total", run.started)
-        return plan_report(run.root, run.options.policy, spec, ranges, dry_run=True,
-                           timing=run.timing, compactor=verdict.to_dict())
+        report = plan_report(run.root, run.options.policy, spec, ranges, dry_run=True,
+                             timing=run.timing, compactor=verdict.to_dict())
+        return report if run.outputs is None else replace(
+            report, sst_options=run.outputs[1].to_dict())
     if not verdict.may_fence and not takeover:
         raise CompactorActiveError(verdict.refusal(run.root))
     if spec is None:
