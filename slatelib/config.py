@@ -239,6 +239,7 @@ class CompactionSettings:
     min_compaction_sources: int = 4
     max_compaction_sources: int = 8
     include_size_threshold: float = 4.0
+    sorted_run_consolidation_threshold: int = 0  # 0.17's scheduler option; 0: off
     max_sst_size: int = field(default=256 * 1024 * 1024, metadata=SIZE)
     parallelism: int = 0  # 0: the Spark default parallelism (or CPU count without Spark)
     max_fetch_tasks: int = 4

@@ -15,6 +15,10 @@
   :meth:`DbReader.refresh` moves it to the latest state.
 - ``checkpoint=UUID``: reads the manifest that checkpoint pins and the WAL range that
   manifest references; never refreshes and writes nothing.
+
+``skip_wal_replay=True`` (0.17's ``ReaderOptions.skip_wal_replay``), in any mode: no WAL
+is replayed, so the reader sees what L0 and the sorted runs hold, as an official
+``DbReader`` configured so does.
 """
 
 from __future__ import annotations
@@ -74,13 +78,14 @@ class DbReader:
     def __init__(
         self, store: ObjectStore, path: str, *, settings: Settings,
         merge_operator: MergeOperator | None, checkpoint: uuid.UUID | None, mode: str,
-        clock: Clock,
+        clock: Clock, skip_wal_replay: bool = False,
     ) -> None:
         self.store = store
         self.path = path
         self.settings = settings
         self.merge_operator = merge_operator
         self.mode = "checkpoint" if checkpoint is not None else mode
+        self.skip_wal_replay = skip_wal_replay
         self._fixed_checkpoint = checkpoint
         self._clock = clock
         rs = settings.reader
@@ -112,10 +117,12 @@ class DbReader:
         settings: Settings | None = None,
         clock: Clock | None = None,
         auto_refresh: bool = True,
+        skip_wal_replay: bool = False,
     ) -> DbReader:
         """Open a reader on the database at ``path`` inside ``store`` (modes: see the module).
 
         ``auto_refresh`` (managed mode) polls the manifest in a background thread.
+        ``skip_wal_replay``: read L0 and the sorted runs only (see the module).
 
         Raises:
             ManifestMissingError: no database at ``path``.
@@ -139,7 +146,7 @@ class DbReader:
                 )
         reader = cls(resolve_store(store), root, settings=settings,
                      merge_operator=as_merge_operator(merge_operator), checkpoint=ckpt, mode=mode,
-                     clock=clock or SYSTEM_CLOCK)
+                     clock=clock or SYSTEM_CLOCK, skip_wal_replay=skip_wal_replay)
         try:
             reader._load()
         except BaseException:
@@ -179,12 +186,17 @@ class DbReader:
         """Read from ``stored``: drop replayed rows its ``last_l0_seq`` covers, replay the
         WAL after what was already replayed, and swap the read view."""
         m = stored.value
-        kept = purge_tables(self._wal_tables, m.last_l0_seq)
-        tables, mark, seq_mark = replay_tail(
-            self.wal, m, kept, after_wal_id=self._wal_mark, applied_seq=self._seq_mark,
-            last_wal_id=last_wal_id, max_memtable_bytes=self.settings.reader.max_memtable_bytes,
-            executor=self._executor,
-        )
+        tables: list[WalMemTable] = []
+        if self.skip_wal_replay:
+            mark, seq_mark = self._wal_mark, self._seq_mark
+        else:
+            kept = purge_tables(self._wal_tables, m.last_l0_seq)
+            tables, mark, seq_mark = replay_tail(
+                self.wal, m, kept, after_wal_id=self._wal_mark, applied_seq=self._seq_mark,
+                last_wal_id=last_wal_id,
+                max_memtable_bytes=self.settings.reader.max_memtable_bytes,
+                executor=self._executor,
+            )
         view = ReadView(self.tables, m, [t.table for t in tables], self.merge_operator)
         with self._lock:
             self._stored, self._wal_tables, self._view = stored, tables, view

@@ -160,6 +160,7 @@ def plan_options(settings: Settings, policy: str | None,
         min_compaction_sources=cs.min_compaction_sources,
         max_compaction_sources=cs.max_compaction_sources,
         include_size_threshold=cs.include_size_threshold,
+        sorted_run_consolidation_threshold=cs.sorted_run_consolidation_threshold,
     ))
 
 
