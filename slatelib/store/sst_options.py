@@ -10,6 +10,8 @@ database's own options for what is not set (:func:`sst_choices`, then
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slatelib.config import (
     DEFAULT_FILTER_BITS_PER_KEY,
     DEFAULT_MIN_FILTER_KEYS,
@@ -89,6 +91,16 @@ def sst_writer_options(settings: Settings) -> SstWriterOptions:
         bits_per_key=bits,
         filter_policies=(FilterPolicySpec(bits),) if c.policies is None else c.policies,
     )
+
+
+def settings_for(options: DbSstOptions, settings: Settings) -> Settings:
+    """``settings`` with ``[sst]`` set to ``options`` (what a slatelib writer that adds SSTs
+    to the database, such as a rescale's flush, must write)."""
+    policies = ",".join(f"{p.name}@{p.bits_per_key}" for p in options.policies)
+    return replace(settings, sst=replace(
+        settings.sst, block_size=options.block_size,
+        compression_codec=options.codec.name.lower(), min_filter_keys=options.min_filter_keys,
+        filter_policies=policies))
 
 
 def writer_options_for(options: DbSstOptions) -> SstWriterOptions:

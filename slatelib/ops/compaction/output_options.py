@@ -11,12 +11,13 @@ refused with nothing changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.config import Settings
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.db_sst_options import DbSstOptions, FilterSample, SstSample, plan_sst_options
+from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest
 from slatelib.errors import CorruptObjectError
 from slatelib.format.block import decode_block
@@ -51,20 +52,45 @@ def plan_output_options(store: ObjectStore, root: str, manifest: Manifest, spec:
             message names the filter and the setting that resolves it).
         SstMissingError / CorruptObjectError / ChecksumMismatchError: a sampled input.
     """
+    planned = _plan(store, (iv.task_view for iv in input_views(spec, manifest,
+                                                                TableStore(store, root))),
+                    settings, cache)
+    return writer_options_for(planned), planned
+
+
+def plan_database_options(store: ObjectStore, root: str, manifest: Manifest,
+                          settings: Settings, *, cache: BlockCache | None = None,
+                          ) -> DbSstOptions:
+    """The database's SST options as its newest SSTs show them (L0 views newest first,
+    then the sorted runs by descending id), the ``[sst]`` settings that are set winning:
+    what an SST slatelib adds to the database (the flush of a rescale's source) is
+    written with.
+
+    Raises:
+        as :func:`plan_output_options`.
+    """
+    tables = TableStore(store, root)
+    external = external_roots(root, manifest)
+    views = [*manifest.l0, *(v for run in sorted(manifest.compacted, key=lambda r: -r.id)
+                             for v in run.views)]
+    tvs = (TaskView(v, manifest.sst(v.sst_id), tables.sst_path(v.sst_id, external))
+           for v in views)
+    return _plan(store, tvs, settings, cache)
+
+
+def _plan(store: ObjectStore, views: Iterable[TaskView], settings: Settings,
+          cache: BlockCache | None) -> DbSstOptions:
     choices = sst_choices(settings)
     extractors = prefix_extractors(settings)
     seen: set[str] = set()
     newest: list[TaskView] = []
-    for iv in input_views(spec, manifest, TableStore(store, root)):
-        tv = iv.task_view
+    for tv in views:
         if tv.path not in seen:
             seen.add(tv.path)
             newest.append(tv)
         if len(newest) >= SAMPLED_SSTS:
             break
-    samples = sample_inputs(store, newest, cache=cache)
-    planned = plan_sst_options(samples, choices, extractors)
-    return writer_options_for(planned), planned
+    return plan_sst_options(sample_inputs(store, newest, cache=cache), choices, extractors)
 
 
 def sample_inputs(store: ObjectStore, views: Sequence[TaskView], *,
