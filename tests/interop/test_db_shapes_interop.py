@@ -44,6 +44,7 @@ from jobs.export import run as export_job
 from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.manifest import Manifest
+from slatelib.errors import InvalidArgumentError, UnsupportedFeatureError
 from slatelib.objstore import open_store
 from slatelib.ops.rescale import split_database
 from slatelib.store.manifest_store import ManifestStore
@@ -474,3 +475,50 @@ SHAPE_CHECKS: dict[str, Callable[[Outcome], None]] = {
 
 def test_every_shape_is_checked() -> None:
     assert set(SHAPE_CHECKS) == set(SHAPES)
+
+
+# ------------------------------------------------------------------------- refusals
+def test_without_the_merge_operator_every_tool_refuses_naming_it(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    shape = SHAPES["merge_operator"]
+    root = tmp_path / "src"
+    root.mkdir()
+    shape.write(root)
+    before = official_state(root, shape, [])[0]
+    bare = replace(shape, merge_operator=None)
+    done = slate_cli(root, "scan")
+    assert done.returncode == 2 and "--merge-operator" in done.stderr, done.stderr
+    report, code = export_job(spark, Settings(), export_parser().parse_args(
+        ["--db", f"file://{root}/{DB}", "--to", f"file://{tmp_path}/x", "--format",
+         "parquet"]))
+    assert code == 2 and "--merge-operator" in report["databases"][0]["error"]["message"], report["databases"][0]["error"]
+    age(root)
+    store = open_store(f"file://{tmp_path}")
+    with pytest.raises(InvalidArgumentError, match="merge_operator; nothing was written"):
+        split_database(f"src/{DB}", store, ["a", "b"], settings=bare.slate_settings())
+    assert not (tmp_path / "a").exists()
+    # compaction keeps operands unfolded without an operator, as 0.17's compactor does
+    spark_compact(spark, root, bare)
+    assert official_state(root, shape, [])[0] == before
+
+
+def test_a_prefix_filter_without_its_extractor_refuses_compaction_and_rescale(
+        spark: Any, tmp_path: Path) -> None:
+    shape = SHAPES["sst_options"]
+    root = tmp_path / "src"
+    root.mkdir()
+    shape.write(root)
+    bare = replace(shape, sst=SstSettings())
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    args = compact_parser().parse_args(["--db", f"file://{root}/{DB}", "--policy", "full",
+                                        "--takeover"])
+    report, code = compact_job(spark, bare.slate_settings(), args)
+    assert code == 5, report
+    message = report["databases"][0]["error"]["message"]
+    assert "_bf:p=fixed4:wh=0" in message and "[sst.prefix_extractors]" in message
+    age(root)
+    with pytest.raises(UnsupportedFeatureError, match="prefix_extractors"):
+        split_database(f"src/{DB}", open_store(f"file://{tmp_path}"), ["a", "b"],
+                       settings=bare.slate_settings())
+    assert sorted(p for p in root.rglob("*") if p.is_file()) == files  # nothing written
+    assert not (tmp_path / "a").exists()
