@@ -174,6 +174,29 @@ def _write_sst_options(root: Path) -> None:
         db.flush_wal()
 
 
+def _write_trivially_moved(root: Path) -> None:
+    """0.17's ``enable_trivial_move``: compactions whose inputs do not overlap move the L0
+    SSTs into the sorted run unchanged (the run's views name the former L0 SSTs)."""
+    with OfficialDb.open(root, DB, SHAPES["trivial_move"].settings) as db:
+        admin = OfficialAdmin(root, DB)
+        ids = []
+        for n in range(3):
+            db.write(_puts(b"r%d:" % n, 50))
+            db.flush_memtable()
+            ids.append(admin.manifest().l0[0].sst.id.value)
+            admin.compact(runs=1 if n else 0)
+        db.write(_puts(b"r0:", 10, b"new"))
+        db.flush_wal()
+    [run_] = OfficialAdmin(root, DB).manifest().compacted
+    assert [v.sst.id.value for v in run_.sst_views] == ids  # moved, not rewritten
+
+
+def _trivial_move_settings() -> DbSettings:
+    co = json.loads(DbSettings().to_official().to_json_string())["compactor_options"]
+    co["enable_trivial_move"] = True
+    return DbSettings(extra={"compactor_options": json.dumps(co)})
+
+
 def _copy_seq_tracker(root: Path) -> None:
     from tests.conftest import GOLDEN_DIR
 
@@ -201,6 +224,7 @@ SHAPES: dict[str, Shape] = {
     "sequence_tracker": Shape(_copy_seq_tracker),
     "consolidation": Shape(_write_consolidated, _consolidating_settings()),
     "skip_wal_replay": Shape(_write_wal_tail, reader={"skip_wal_replay": True}),
+    "trivial_move": Shape(_write_trivially_moved, _trivial_move_settings()),
     "sst_options": Shape(
         _write_sst_options, DbSettings(codec="Zstd", block_size=1024),
         official=lambda: {"filter_policies": [
@@ -435,6 +459,13 @@ def _check_consolidated(o: Outcome) -> None:
     assert [r.id for r in o.first.compacted] == [1, 0]
 
 
+def _check_consolidated_trivially(o: Outcome) -> None:
+    """Our compaction rewrote the moved SSTs into new ones; the source's run is new."""
+    [run_] = o.first.compacted
+    assert len(run_.views) == 3 and all(v.sst_id not in {w.sst_id for r in o.last.compacted
+                                                         for w in r.views} for v in run_.views)
+
+
 def _check_skip_wal_replay(o: Outcome) -> None:
     keys = dict(o.before[0])
     assert b"wal-only0001" not in keys and keys[b"flushed0001"] == b"v1"
@@ -470,6 +501,7 @@ SHAPE_CHECKS: dict[str, Callable[[Outcome], None]] = {
     "consolidation": _check_consolidated,
     "skip_wal_replay": _check_skip_wal_replay,
     "sst_options": _check_sst_options,
+    "trivial_move": _check_consolidated_trivially,
 }
 
 
@@ -497,7 +529,7 @@ def test_without_the_merge_operator_every_tool_refuses_naming_it(spark: Any,
     with pytest.raises(InvalidArgumentError, match="merge_operator; nothing was written"):
         split_database(f"src/{DB}", store, ["a", "b"], settings=bare.slate_settings())
     assert not (tmp_path / "a").exists()
-    # compaction keeps operands unfolded without an operator, as 0.17's compactor does
+    # compaction keeps the operands unfolded without an operator: reads stay the same
     spark_compact(spark, root, bare)
     assert official_state(root, shape, [])[0] == before
 
