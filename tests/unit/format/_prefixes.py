@@ -19,3 +19,8 @@ class FirstTwo:
 
 def too_long(key: bytes) -> int:
     return len(key) + 1
+
+
+def first3(key: bytes) -> int | None:
+    """The same prefixes as ``fixed:3``, computed in Python."""
+    return 3 if len(key) >= 3 else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slatelib.config import Settings, SstSettings, load_settings
@@ -53,3 +55,12 @@ def test_bad_settings_are_refused_naming_the_key() -> None:
     ]:
         with pytest.raises(InvalidArgumentError, match=match):
             sst_writer_options(Settings(sst=sst))
+
+
+def test_policies_and_extractors_from_a_settings_file(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text('[sst]\nfilter_policies = "_bf:p=fixed4:wh=0@8"\n'
+                 '[sst.prefix_extractors]\nfixed4 = "fixed:4"\n')
+    fixed4 = PrefixExtractorSpec("fixed4", fixed=4)
+    assert sst_choices(load_settings(f, env={})).policies == (
+        FilterPolicySpec(8, fixed4, False),)

@@ -65,11 +65,25 @@ def filters(reader: SstReader) -> dict[str, tuple[int, int]]:
             for k, v in (reader.filter_entries() or {}).items()}
 
 
-def test_outputs_keep_the_databases_codec_block_size_and_filters(store: ObjectStore) -> None:
+@pytest.mark.parametrize("extractor", ["fixed:3", "tests.unit.format._prefixes:first3"])
+@pytest.mark.parametrize("native_pipe", [True, False])
+def test_outputs_keep_the_databases_codec_block_size_and_filters(
+        store: ObjectStore, extractor: str, native_pipe: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixed prefixes hashed by the block writer, or a Python extractor over each finished
+    block, under the native pipeline and the row path alike."""
+    from slatelib.ops.compaction import execute
+
+    if not native_pipe:
+        monkeypatch.setattr(execute, "native_pipeline_for", lambda task: False)
     l0_db(store)
-    outs = compact(store, settings(prefix_extractors=(("fixed3", "fixed:3"),)))
+    outs = compact(store, settings(prefix_extractors=(("fixed3", extractor),)))
     assert len(outs) >= 2
     for r in outs:
+        rows = [row for i in range(r.num_blocks) for row in r.block_rows(i)]
+        prefixes = list(dict.fromkeys(row[0][:3] for row in rows))
+        assert (r.filter_entries() or {})["_bf:p=fixed3:wh=0"] == (
+            bloom.build_bloom_from_hashes_py([bloom.siphash13_py(p) for p in prefixes], 7))
         assert r.info.compression == CompressionCodec.ZSTD
         got = filters(r)
         assert list(got) == ["_bf:p=fixed3:wh=0", "_bf"]
