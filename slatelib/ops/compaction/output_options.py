@@ -11,21 +11,20 @@ refused with nothing changed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.config import Settings
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.db_sst_options import DbSstOptions, FilterSample, SstSample, plan_sst_options
 from slatelib.core.external_dbs import external_roots
-from slatelib.core.manifest import Manifest
+from slatelib.core.manifest import Manifest, SstView
 from slatelib.errors import CorruptObjectError
 from slatelib.format.block import decode_block
 from slatelib.format.block_size import block_size_bounds, block_size_candidates
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.plan_io import input_views
 from slatelib.ops.compaction.task import TaskView
 from slatelib.store.sst_options import prefix_extractors, sst_choices, writer_options_for
 from slatelib.store.sst_reader import BlockCache, SstReader
@@ -52,9 +51,7 @@ def plan_output_options(store: ObjectStore, root: str, manifest: Manifest, spec:
             message names the filter and the setting that resolves it).
         SstMissingError / CorruptObjectError / ChecksumMismatchError: a sampled input.
     """
-    planned = _plan(store, (iv.task_view for iv in input_views(spec, manifest,
-                                                                TableStore(store, root))),
-                    settings, cache)
+    planned = _plan(store, _task_views(store, root, manifest, spec.views()), settings, cache)
     return writer_options_for(planned), planned
 
 
@@ -69,13 +66,19 @@ def plan_database_options(store: ObjectStore, root: str, manifest: Manifest,
     Raises:
         as :func:`plan_output_options`.
     """
-    tables = TableStore(store, root)
-    external = external_roots(root, manifest)
     views = [*manifest.l0, *(v for run in sorted(manifest.compacted, key=lambda r: -r.id)
                              for v in run.views)]
-    tvs = (TaskView(v, manifest.sst(v.sst_id), tables.sst_path(v.sst_id, external))
-           for v in views)
-    return _plan(store, tvs, settings, cache)
+    return _plan(store, _task_views(store, root, manifest, views), settings, cache)
+
+
+def _task_views(store: ObjectStore, root: str, manifest: Manifest, views: Sequence[SstView],
+                ) -> Iterator[TaskView]:
+    """The views with their SSTs' handles and paths, lazily (only the newest few are
+    sampled, even of a compaction with 100k inputs)."""
+    external = external_roots(root, manifest)
+    tables = TableStore(store, root)
+    for v in views:
+        yield TaskView(v, manifest.sst(v.sst_id), tables.sst_path(v.sst_id, external))
 
 
 def _plan(store: ObjectStore, views: Iterable[TaskView], settings: Settings,
