@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 import traceback
@@ -264,12 +265,34 @@ def run_isolated(
 
 def spark_failure(exc: BaseException) -> SlateError | None:
     """The slatelib error a Spark failure stands for (executors without slatelib, with
-    another build of it, or unable to start their Python), or None."""
+    another build of it, or unable to start their Python; or a slatelib error a task
+    raised, such as a merge operator missing, so the database gets that error's exit
+    code), or None."""
     if "pyspark" not in type(exc).__module__ and "py4j" not in type(exc).__module__:
         return None
     from slatelib.spark.executors import translate
 
-    return translate(exc)
+    return translate(exc) or raised_in_task(str(exc))
+
+
+_TASK_ERROR = re.compile(r"^slatelib\.errors\.(\w+): (.*)$", re.MULTILINE)
+
+
+def raised_in_task(text: str) -> SlateError | None:
+    """The last ``slatelib.errors.<Kind>: message`` line of a Python worker's traceback, as
+    an error of that kind carrying that message, or None."""
+    import slatelib.errors as kinds
+
+    found = _TASK_ERROR.findall(text)
+    if not found:
+        return None
+    name, message = found[-1]
+    cls = getattr(kinds, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, SlateError)):
+        return None
+    err: SlateError = cls.__new__(cls)  # not cls(message): some kinds build their message
+    Exception.__init__(err, message)
+    return err
 
 
 def emit_report(report: dict[str, Any], path: str | None) -> None:

@@ -1320,6 +1320,17 @@ typedef struct {
     int set;
 } KeyBuf;
 
+/* Fixed-length prefix extractors ("fixed:N") of the SST's prefix bloom filters (format
+ * §7.9): per extractor, the SipHash of each key's first N bytes (keys shorter than N have
+ * no prefix), skipping a prefix equal to the one hashed just before. */
+#define MAX_PREFIX_EXTRACTORS 8
+typedef struct {
+    size_t n;          /* prefix length */
+    KeyBuf last;       /* the prefix hashed last (unset before the first) */
+    uint64_t *hashes;
+    size_t num, cap;
+} PrefixHashes;
+
 static int grow(void **buf, size_t *cap, size_t need, size_t elem);
 
 static PyObject *keybuf_bytes(const KeyBuf *b)
@@ -1351,6 +1362,8 @@ typedef struct {
     uint64_t first_seq, last_seq;
     uint64_t *hashes;
     size_t num_hashes, hashes_cap;
+    PrefixHashes prefixes[MAX_PREFIX_EXTRACTORS];
+    size_t num_prefixes;
     PyObject *blocks; /* finished (raw, index_key, puts, deletes, merges) tuples */
 } BlockWriterObject;
 
@@ -1395,16 +1408,42 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
 
 static PyObject *bw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"block_size", "compacted", "want_hashes", NULL};
+    static char *kwlist[] = {"block_size", "compacted", "want_hashes", "prefix_lens", NULL};
     Py_ssize_t block_size;
     int compacted = 1, want_hashes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|$pp:BlockWriterV2", kwlist, &block_size,
-                                     &compacted, &want_hashes)) {
+    PyObject *prefix_lens = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|$ppO:BlockWriterV2", kwlist, &block_size,
+                                     &compacted, &want_hashes, &prefix_lens)) {
         return NULL;
     }
     if (block_size < 0) {
         PyErr_SetString(PyExc_ValueError, "block_size must not be negative");
         return NULL;
+    }
+    size_t lens[MAX_PREFIX_EXTRACTORS];
+    Py_ssize_t num_prefixes = 0;
+    if (prefix_lens != NULL && prefix_lens != Py_None) {
+        if (!PyTuple_Check(prefix_lens)) {
+            PyErr_SetString(PyExc_TypeError, "prefix_lens must be a tuple of ints");
+            return NULL;
+        }
+        num_prefixes = PyTuple_GET_SIZE(prefix_lens);
+        if (num_prefixes > MAX_PREFIX_EXTRACTORS) {
+            PyErr_Format(PyExc_ValueError, "at most %d prefix lengths",
+                         MAX_PREFIX_EXTRACTORS);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < num_prefixes; i++) {
+            Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(prefix_lens, i));
+            if (n == -1 && PyErr_Occurred()) {
+                return NULL;
+            }
+            if (n < 1) {
+                PyErr_SetString(PyExc_ValueError, "prefix lengths must be positive");
+                return NULL;
+            }
+            lens[i] = (size_t)n;
+        }
     }
     BlockWriterObject *self = (BlockWriterObject *)type->tp_alloc(type, 0);
     if (self == NULL) {
@@ -1414,6 +1453,10 @@ static PyObject *bw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->block_size = block_size;
     self->compacted = compacted;
     self->want_hashes = want_hashes;
+    self->num_prefixes = (size_t)num_prefixes;
+    for (Py_ssize_t i = 0; i < num_prefixes; i++) {
+        self->prefixes[i].n = lens[i];
+    }
     self->blocks = PyList_New(0);
     if (self->blocks == NULL) {
         Py_DECREF(self);
@@ -1427,6 +1470,10 @@ static void bw_dealloc(BlockWriterObject *self)
     PyMem_Free(self->data);
     PyMem_Free(self->restarts);
     PyMem_Free(self->hashes);
+    for (size_t i = 0; i < self->num_prefixes; i++) {
+        PyMem_Free(self->prefixes[i].hashes);
+        PyMem_Free(self->prefixes[i].last.p);
+    }
     PyMem_Free(self->block_first_key.p);
     PyMem_Free(self->prev_block_last.p);
     PyMem_Free(self->last_key.p);
@@ -1653,6 +1700,14 @@ static int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned
                                   self->num_hashes + 1, sizeof(uint64_t)) < 0) {
         return -1;
     }
+    for (size_t i = 0; i < self->num_prefixes; i++) {
+        PrefixHashes *ph = &self->prefixes[i];
+        if (klen >= ph->n &&
+            (grow((void **)&ph->hashes, &ph->cap, ph->num + 1, sizeof(uint64_t)) < 0 ||
+             grow((void **)&ph->last.p, &ph->last.cap, ph->n, 1) < 0)) {
+            return -1;
+        }
+    }
     if (grow((void **)&self->last_key.p, &self->last_key.cap, klen, 1) < 0) {
         return -1;
     }
@@ -1742,6 +1797,16 @@ static int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned
     }
     if (self->want_hashes) {
         self->hashes[self->num_hashes++] = siphash13_raw(k, klen);
+    }
+    for (size_t i = 0; i < self->num_prefixes; i++) {
+        PrefixHashes *ph = &self->prefixes[i];
+        if (klen < ph->n || (ph->last.set && memcmp(ph->last.p, k, ph->n) == 0)) {
+            continue;
+        }
+        ph->hashes[ph->num++] = siphash13_raw(k, ph->n);
+        memcpy(ph->last.p, k, ph->n);
+        ph->last.len = ph->n;
+        ph->last.set = 1;
     }
     return 0;
 }
@@ -1951,6 +2016,21 @@ static PyObject *bw_hashes(BlockWriterObject *self, PyObject *unused)
                                      (Py_ssize_t)(self->num_hashes * sizeof(uint64_t)));
 }
 
+static PyObject *bw_prefix_hashes(BlockWriterObject *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (i < 0 || (size_t)i >= self->num_prefixes) {
+        PyErr_Format(PyExc_IndexError, "no prefix extractor %zd", i);
+        return NULL;
+    }
+    const PrefixHashes *ph = &self->prefixes[i];
+    return PyBytes_FromStringAndSize((const char *)ph->hashes,
+                                     (Py_ssize_t)(ph->num * sizeof(uint64_t)));
+}
+
 static PyObject *bw_bloom(BlockWriterObject *self, PyObject *arg)
 {
     long long bits_per_key = PyLong_AsLongLong(arg);
@@ -2084,17 +2164,22 @@ static PyMethodDef bw_methods[] = {
      "Finished blocks since the last call, as (raw_block, index_key, puts, deletes, merges)."},
     {"hashes", (PyCFunction)bw_hashes, METH_NOARGS,
      "hashes() -> bytes\n\nSipHash-1-3 of every row's key so far, native-endian u64."},
+    {"prefix_hashes", (PyCFunction)bw_prefix_hashes, METH_O,
+     "prefix_hashes(i) -> bytes\n\nSipHash-1-3 of the prefixes of extractor i (prefix_lens[i]\n"
+     "bytes of each key at least that long, a prefix equal to the previous one skipped),\n"
+     "native-endian u64."},
     {"bloom", (PyCFunction)bw_bloom, METH_O,
      "bloom(bits_per_key) -> bytes\n\nBloom filter data over hashes()."},
     {NULL, NULL, 0, NULL},
 };
 
 PyDoc_STRVAR(bw_doc,
-"BlockWriterV2(block_size, *, compacted=True, want_hashes=False)\n\n"
+"BlockWriterV2(block_size, *, compacted=True, want_hashes=False, prefix_lens=())\n\n"
 "Cuts rows into v2 data blocks with 0.17.0's fit rule and keeps an SST's bookkeeping:\n"
 "ordering checks (compacted), per-block and total stats, first/last key and seq, index\n"
 "keys (key separators when compacted, first seq when not) and, with want_hashes, the\n"
-"SipHash-1-3 of every row's key.");
+"SipHash-1-3 of every row's key; per prefix_lens entry N (at most 8), the SipHash-1-3\n"
+"of the first N bytes of keys at least N long (prefix_hashes(i)).");
 
 static PyTypeObject BlockWriterType = {
     PyVarObject_HEAD_INIT(NULL, 0)

@@ -155,15 +155,36 @@ TABLE: Mapping[str, Any] = types.MappingProxyType({"kind": "table"})
 pairs (hashable); from the environment, a JSON object."""
 
 
+DEFAULT_SST_BLOCK_SIZE = 4096
+DEFAULT_SST_CODEC = "none"
+DEFAULT_MIN_FILTER_KEYS = 1000
+DEFAULT_FILTER_BITS_PER_KEY = 10
+
+
 @dataclass(frozen=True)
 class SstSettings:
     """Settings that change SST bytes (0.17: ``with_sst_block_size``, ``compression_codec``,
-    ``min_filter_keys``, the bloom filter policy's bits per key)."""
+    ``min_filter_keys``, ``with_filter_policies``).
 
-    block_size: int = field(default=4096, metadata=SIZE)
-    compression_codec: str = "none"
-    min_filter_keys: int = 1000
-    filter_bits_per_key: int = 10
+    A key left out (None) is *not set*: SSTs slatelib's writer and bulk load create use the
+    0.17 default (the ``DEFAULT_*`` constants above: 4096-byte blocks, no compression, 1000
+    keys, one whole-key ``_bf`` filter of 10 bits per key), and a compaction keeps the
+    database's own value, read from its input SSTs (docs/rfcs/0019-compaction-sst-options.md).
+    A key given in a file, the environment or a flag is *set*, even to the default value,
+    and applies to every SST slatelib writes.
+
+    ``filter_policies``: comma-separated filter names, each with an optional
+    ``@<bits per key>`` (``"_bf@10,_bf:p=fixed4:wh=0"``; ``""``: no filters).
+    ``prefix_extractors``: extractor name -> ``fixed:<N>`` or ``package.module:attr``, for
+    the prefix bloom filters (``_bf:p=<name>``) of the database.
+    """
+
+    block_size: int | None = field(default=None, metadata=SIZE)
+    compression_codec: str | None = None
+    min_filter_keys: int | None = None
+    filter_bits_per_key: int | None = None
+    filter_policies: str | None = None
+    prefix_extractors: tuple[tuple[str, str], ...] = field(default=(), metadata=TABLE)
 
 
 @dataclass(frozen=True)
@@ -220,6 +241,7 @@ class CompactionSettings:
     min_compaction_sources: int = 4
     max_compaction_sources: int = 8
     include_size_threshold: float = 4.0
+    sorted_run_consolidation_threshold: int = 0  # 0.17's scheduler option; 0: off
     max_sst_size: int = field(default=256 * 1024 * 1024, metadata=SIZE)
     parallelism: int = 0  # 0: the Spark default parallelism (or CPU count without Spark)
     max_fetch_tasks: int = 4

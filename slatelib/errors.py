@@ -205,5 +205,8 @@ class MergeOperatorMissingError(InvalidArgumentError):
     def __init__(self, key: bytes) -> None:
         self.key = key
         super().__init__(
-            f"key {key.hex()} ({key!r}) has merge operands but no merge operator is configured"
+            f"key {key.hex()} ({key!r}) has merge operands but no merge operator is configured "
+            "(give the database's: --merge-operator NAME of slate and jobs/export.py, "
+            "[compaction] merge_operator, merge_operator= in Python or the data source; a "
+            "builtin such as concat, or package.module:attr)"
         )

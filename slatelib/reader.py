@@ -15,6 +15,10 @@
   :meth:`DbReader.refresh` moves it to the latest state.
 - ``checkpoint=UUID``: reads the manifest that checkpoint pins and the WAL range that
   manifest references; never refreshes and writes nothing.
+
+``skip_wal_replay=True`` (0.17's ``ReaderOptions.skip_wal_replay``), in any mode: no WAL
+is replayed, so the reader sees what L0 and the sorted runs hold, as an official
+``DbReader`` configured so does.
 """
 
 from __future__ import annotations
@@ -83,13 +87,14 @@ class DbReader:
     def __init__(
         self, store: ObjectStore, path: str, *, settings: Settings,
         merge_operator: MergeOperator | None, checkpoint: uuid.UUID | None, mode: str,
-        clock: Clock,
+        clock: Clock, skip_wal_replay: bool = False,
     ) -> None:
         self.store = store
         self.path = path
         self.settings = settings
         self.merge_operator = merge_operator
         self.mode = "checkpoint" if checkpoint is not None else mode
+        self.skip_wal_replay = skip_wal_replay
         self._fixed_checkpoint = checkpoint
         self._clock = clock
         rs = settings.reader
@@ -122,6 +127,7 @@ class DbReader:
         clock: Clock | None = None,
         auto_refresh: bool = True,
         wal_store: ObjectStore | str | None = None,
+        skip_wal_replay: bool = False,
     ) -> DbReader:
         """Open a reader on the database at ``path`` inside ``store`` (modes: see the module).
 
@@ -129,6 +135,7 @@ class DbReader:
         ``wal_store``: the object store (or its URL) that keeps the database's WAL, as
         0.17's ``with_wal_object_store`` (``""``: none; None: ``store``'s own, else
         ``settings.object_store.wal_store``; :mod:`slatelib.objstore.wal_routing`).
+        ``skip_wal_replay``: read L0 and the sorted runs only (see the module).
 
         Raises:
             ManifestMissingError: no database at ``path``.
@@ -157,7 +164,7 @@ class DbReader:
                                 default=settings.object_store.wal_store)
         reader = cls(routed, root, settings=settings,
                      merge_operator=as_merge_operator(merge_operator), checkpoint=ckpt, mode=mode,
-                     clock=clock or SYSTEM_CLOCK)
+                     clock=clock or SYSTEM_CLOCK, skip_wal_replay=skip_wal_replay)
         try:
             reader._load()
         except BaseException:
@@ -197,14 +204,19 @@ class DbReader:
         """Read from ``stored``: drop replayed rows its ``last_l0_seq`` covers, replay the
         WAL after what was already replayed, and swap the read view."""
         m = stored.value
-        if self._wal_mark <= m.replay_after_wal_id:  # none of its WAL tail read yet
-            self.wal.check_tail(m, manifest_id=stored.id)
-        kept = purge_tables(self._wal_tables, m.last_l0_seq)
-        tables, mark, seq_mark = replay_tail(
-            self.wal, m, kept, after_wal_id=self._wal_mark, applied_seq=self._seq_mark,
-            last_wal_id=last_wal_id, max_memtable_bytes=self.settings.reader.max_memtable_bytes,
-            executor=self._executor,
-        )
+        tables: list[WalMemTable] = []
+        if self.skip_wal_replay:
+            mark, seq_mark = self._wal_mark, self._seq_mark
+        else:
+            if self._wal_mark <= m.replay_after_wal_id:  # none of its WAL tail read yet
+                self.wal.check_tail(m, manifest_id=stored.id)
+            kept = purge_tables(self._wal_tables, m.last_l0_seq)
+            tables, mark, seq_mark = replay_tail(
+                self.wal, m, kept, after_wal_id=self._wal_mark, applied_seq=self._seq_mark,
+                last_wal_id=last_wal_id,
+                max_memtable_bytes=self.settings.reader.max_memtable_bytes,
+                executor=self._executor,
+            )
         view = ReadView(self.tables, m, [t.table for t in tables], self.merge_operator)
         with self._lock:
             self._stored, self._wal_tables, self._view = stored, tables, view

@@ -48,6 +48,7 @@ def _open_reader(ctx: Context) -> DbReader:
     return DbReader.open(
         ctx.db_path, ctx.store, mode="latest", checkpoint=checkpoint,
         merge_operator=ctx.args.merge_operator, settings=ctx.settings,
+        skip_wal_replay=bool(getattr(ctx.args, "skip_wal_replay", False)),
     )
 
 
@@ -313,6 +314,8 @@ def cmd_load(ctx: Context) -> None:
 
 _CHECKPOINT_HELP = ("read the version this checkpoint pins (its id or a unique prefix) "
                     "instead of the latest")
+_SKIP_WAL_HELP = ("read L0 and the sorted runs only, without replaying the WAL (as an "
+                  "official DbReader with skip_wal_replay)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -336,6 +339,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
                    help="stop after this many keys (0 or more)")
     p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
+    p.add_argument("--skip-wal-replay", action="store_true", help=_SKIP_WAL_HELP)
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("get", help="print the value of one key")
@@ -345,6 +349,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the key as text (UTF-8), or hex:..., b64:... (default format: "
                         "--key-format, else utf8)")
     p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
+    p.add_argument("--skip-wal-replay", action="store_true", help=_SKIP_WAL_HELP)
     p.set_defaults(func=cmd_get)
 
     p = sub.add_parser("sst", help="summarise an SST: footer, info, index, stats and rows "

@@ -8,8 +8,8 @@ an estimated size (:func:`estimate_view_size`). The scheduler picks, in this ord
    or backpressure says the result would immediately need compacting with too many runs;
 2. a consecutive series of sorted runs whose sizes stay within ``include_size_threshold``
    of the smallest one, merged into the last (lowest id) of them;
-3. when ``sorted_run_consolidation_threshold`` is set and more runs than that exist, any
-   two or more consecutive runs.
+3. when ``sorted_run_consolidation_threshold`` is at least 2 and more runs than that
+   exist, any two or more consecutive runs (0.17 ignores 1, as 0).
 
 Sizes are compared with 0.17's single-precision arithmetic (``(x as f32 * t) as u64``) so
 borderline decisions match the official scheduler.
@@ -170,7 +170,8 @@ def pick_size_tiered(
 
     threshold = opts.sorted_run_consolidation_threshold
     projected = len(tree.runs)
-    if threshold > 0 and projected > threshold and opts.max_compaction_sources >= 2:
+    # 0.17 disables the fallback for a threshold of 1 ("must be 0 or at least 2")
+    if threshold >= 2 and projected > threshold and opts.max_compaction_sources >= 2:
         limit = min(opts.max_compaction_sources, projected - threshold + 1)
         for i in range(len(tree.runs)):
             chain = _compactable_run(None, tree.runs, i, tree, opts, max_sources=limit)

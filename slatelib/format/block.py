@@ -47,6 +47,8 @@ from slatelib.format.native import BlockWriter, FinishedBlock, native_block_deco
 
 RESTART_INTERVAL = 16
 WAL_BLOCK_SIZE = 65535
+MAX_PREFIX_EXTRACTORS = 8
+"""Fixed-length prefix extractors one block writer hashes (as ``_speedups.BlockWriterV2``)."""
 
 _unpack_qb = struct.Struct(">QB").unpack_from
 _unpack_q = struct.Struct(">q").unpack_from
@@ -261,14 +263,19 @@ class BlockWriterPy:
     checks (``compacted``: key ascending, seq descending), per-block and total stats,
     first/last key and seq, each block's index key (format §7.8: key separators when
     ``compacted``, else the block's first seq as 8 bytes BE) and, with ``want_hashes``, the
-    SipHash-1-3 of every row's key. Finished blocks wait in :meth:`take_blocks` as
-    ``(raw_block, index_key, puts, deletes, merges)``.
+    SipHash-1-3 of every row's key; for each length N of ``prefix_lens`` (fixed-length
+    prefix extractors), the SipHash-1-3 of the first N bytes of every key at least N long,
+    skipping a prefix equal to the one hashed just before (format §7.9). Finished blocks
+    wait in :meth:`take_blocks` as ``(raw_block, index_key, puts, deletes, merges)``.
     """
 
     def __init__(self, block_size: int, *, compacted: bool = True, want_hashes: bool = False,
-                 version: int = 2) -> None:
+                 prefix_lens: tuple[int, ...] = (), version: int = 2) -> None:
         if block_size < 0:
             raise InvalidArgumentError("block_size must not be negative")
+        if len(prefix_lens) > MAX_PREFIX_EXTRACTORS or any(n < 1 for n in prefix_lens):
+            raise InvalidArgumentError(
+                f"at most {MAX_PREFIX_EXTRACTORS} positive prefix lengths, got {prefix_lens}")
         self.block_size = block_size
         self.compacted = compacted
         self._builder_cls: type[BlockBuilderV2] | type[BlockBuilderV1] = (
@@ -277,6 +284,9 @@ class BlockWriterPy:
         self._block: BlockBuilderV2 | BlockBuilderV1 = self._builder_cls(block_size)
         self._want_hashes = want_hashes
         self._hashes = array("Q")
+        self._prefix_lens = tuple(prefix_lens)
+        self._prefix_hashes = [array("Q") for _ in prefix_lens]
+        self._last_prefix: list[bytes | None] = [None for _ in prefix_lens]
         self._blocks: list[FinishedBlock] = []
         self._index_key = b""
         self._prev_block_last: bytes | None = None
@@ -331,6 +341,10 @@ class BlockWriterPy:
                 self._cur[0] += 1
         if self._want_hashes:
             self._hashes.append(bloom.siphash13_py(key))
+        for i, n in enumerate(self._prefix_lens):
+            if len(key) >= n and key[:n] != self._last_prefix[i]:
+                self._prefix_hashes[i].append(bloom.siphash13_py(key[:n]))
+                self._last_prefix[i] = key[:n]
         return bool(self._blocks)
 
     def add_rows(self, rows: list[Row] | tuple[Row, ...], start: int = 0,
@@ -361,12 +375,15 @@ class BlockWriterPy:
     def hashes(self) -> bytes:
         return self._hashes.tobytes()
 
+    def prefix_hashes(self, i: int) -> bytes:
+        return self._prefix_hashes[i].tobytes()
+
     def bloom(self, bits_per_key: int) -> bytes:
         return bloom.build_bloom_from_hashes_py(self._hashes, bits_per_key)
 
 
 def new_block_writer(block_size: int, *, version: int = 2, compacted: bool = True,
-                     want_hashes: bool = False) -> BlockWriter:
+                     want_hashes: bool = False, prefix_lens: tuple[int, ...] = ()) -> BlockWriter:
     """The native v2 block writer when the extension is built, else :class:`BlockWriterPy`.
 
     The native writer raises ``ValueError`` for a rejected row, the Python one
@@ -374,6 +391,7 @@ def new_block_writer(block_size: int, *, version: int = 2, compacted: bool = Tru
     reports both as ``InvalidArgumentError``.
     """
     if version == 2 and speedups is not None:
-        return speedups.BlockWriterV2(block_size, compacted=compacted, want_hashes=want_hashes)
+        return speedups.BlockWriterV2(block_size, compacted=compacted, want_hashes=want_hashes,
+                                      prefix_lens=prefix_lens)
     return BlockWriterPy(block_size, compacted=compacted, want_hashes=want_hashes,
-                         version=version)
+                         prefix_lens=prefix_lens, version=version)

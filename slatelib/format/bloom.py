@@ -116,6 +116,20 @@ def build_bloom_from_hashes(hashes: Sequence[int], bits_per_key: int) -> bytes:
         raise InvalidArgumentError(str(exc)) from exc
 
 
+def build_bloom_from_hash_bytes(data: bytes, bits_per_key: int) -> bytes:
+    """:func:`build_bloom_from_hashes` over hashes given as native-endian u64 bytes (what
+    the block writers' ``hashes()`` and ``prefix_hashes(i)`` return).
+
+    Raises:
+        InvalidArgumentError: as :func:`build_bloom_from_hashes`, or a partial hash.
+    """
+    if len(data) % 8:
+        raise InvalidArgumentError("hash bytes are not a multiple of 8")
+    hashes = array("Q")
+    hashes.frombytes(data)
+    return build_bloom_from_hashes(hashes, bits_per_key)
+
+
 def build_bloom_from_hashes_py(hashes: Sequence[int], bits_per_key: int) -> bytes:
     """Reference implementation of :func:`build_bloom_from_hashes`."""
     if bits_per_key < 0:

@@ -9,11 +9,18 @@ Every region but the info is ``compress(payload) || crc32_be(compressed)``.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 
+from slatelib.core.filter_policy import (
+    FilterPolicySpec,
+    PrefixExtractorSpec,
+    PrefixFn,
+    load_prefix_extractor,
+)
 from slatelib.core.manifest import CompressionCodec, FilterFormat, SsTableInfo, SstType
 from slatelib.core.row import Row
 from slatelib.errors import (
@@ -23,7 +30,12 @@ from slatelib.errors import (
     UnsupportedFormatVersionError,
 )
 from slatelib.format import bloom, native
-from slatelib.format.block import WAL_BLOCK_SIZE, decode_block, new_block_writer
+from slatelib.format.block import (
+    MAX_PREFIX_EXTRACTORS,
+    WAL_BLOCK_SIZE,
+    decode_block,
+    new_block_writer,
+)
 from slatelib.format.block import index_separator as index_separator  # re-export (moved)
 from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE
 from slatelib.format.checksum import crc32, crc32_bytes
@@ -44,6 +56,11 @@ _BATCH = 1024
 
 @dataclass(frozen=True, slots=True)
 class SstWriterOptions:
+    """How an SST is encoded. ``filter_policies`` lists the bloom filters of the filter
+    block in order (format §7.9); None means one whole-key ``_bf`` filter of
+    ``bits_per_key`` (none when it is 0). A filter block is written only for SSTs of at
+    least ``min_filter_keys`` rows, and never for WAL SSTs."""
+
     block_size: int = DEFAULT_BLOCK_SIZE
     codec: CompressionCodec = CompressionCodec.NONE
     min_filter_keys: int = DEFAULT_MIN_FILTER_KEYS
@@ -51,12 +68,31 @@ class SstWriterOptions:
     format_version: int = SST_FORMAT_VERSION
     sst_type: SstType = SstType.COMPACTED
     filter_format: FilterFormat = FilterFormat.COMPOSITE
+    filter_policies: tuple[FilterPolicySpec, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.format_version not in SUPPORTED_SST_VERSIONS:
             raise InvalidArgumentError(f"unsupported SST format version {self.format_version}")
         if self.block_size < 1:
             raise InvalidArgumentError(f"block size must be positive, got {self.block_size}")
+        policies = self.policies
+        names = [p.name for p in policies]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"filter policies named twice: {names}")
+        if self.filter_format == FilterFormat.LEGACY and names not in ([], [bloom.BLOOM_POLICY_NAME]):
+            raise InvalidArgumentError(
+                f"a legacy filter block holds one _bf filter, not {names}")
+        fixed = {p.prefix.fixed for p in policies if p.prefix is not None and p.prefix.fixed}
+        if len(fixed) > MAX_PREFIX_EXTRACTORS:
+            raise InvalidArgumentError(
+                f"at most {MAX_PREFIX_EXTRACTORS} fixed prefix lengths, got {sorted(fixed)}")
+
+    @property
+    def policies(self) -> tuple[FilterPolicySpec, ...]:
+        """The bloom filter policies in effect (see the class docstring)."""
+        if self.filter_policies is not None:
+            return self.filter_policies
+        return (FilterPolicySpec(self.bits_per_key),) if self.bits_per_key > 0 else ()
 
     @staticmethod
     def wal(codec: CompressionCodec = CompressionCodec.NONE) -> SstWriterOptions:
@@ -101,10 +137,16 @@ class SstWriter:
                  native_finish: bool = True) -> None:
         self.options = options
         self._wal = options.sst_type == SstType.WAL
-        self._want_filter = (not self._wal) and options.bits_per_key > 0
+        self._policies = () if self._wal else options.policies
+        self._want_filter = bool(self._policies)
+        prefixes = [p.prefix for p in self._policies if p.prefix is not None]
+        self._fixed = list(dict.fromkeys(x.fixed for x in prefixes if x.fixed is not None))
+        self._py_prefixes = _PyPrefixes([x for x in dict.fromkeys(prefixes) if x.fixed is None],
+                                        options.format_version)
         self._w = new_block_writer(
             options.block_size, version=options.format_version, compacted=not self._wal,
-            want_hashes=self._want_filter,
+            want_hashes=any(p.whole_key for p in self._policies),
+            prefix_lens=tuple(self._fixed),
         )
         self._chunks: list[bytes] = []
         self._offset = 0
@@ -189,8 +231,10 @@ class SstWriter:
     def _collect(self) -> None:
         """Compress and checksum the blocks the block writer finished."""
         nb = self._blocks
+        taken = self._w.take_blocks()
+        if taken and self._py_prefixes:
+            self._py_prefixes.add_blocks(taken)
         if nb is not None:
-            taken = self._w.take_blocks()
             if taken:
                 nb.add(taken, self._compress)
                 self._offset = nb.offset
@@ -199,7 +243,7 @@ class SstWriter:
         plain = codec == CompressionCodec.NONE
         offset = self._offset
         index, chunks, block_stats = self._index, self._chunks, self._block_stats
-        for raw, index_key, puts, deletes, merges in self._w.take_blocks():
+        for raw, index_key, puts, deletes, merges in taken:
             stored = raw if plain else compress(codec, raw)
             chunk = stored + crc32_bytes(stored)
             index.append((offset, index_key))
@@ -237,11 +281,11 @@ class SstWriter:
         blocks_len = self._offset
         filter_len = 0
         if self._want_filter and w.num_rows >= opts.min_filter_keys:
-            data = w.bloom(opts.bits_per_key)
+            filters = self._filters()
             payload = (
-                bloom.encode_composite([(bloom.BLOOM_POLICY_NAME, data)])
+                bloom.encode_composite(filters)
                 if opts.filter_format == FilterFormat.COMPOSITE
-                else data
+                else filters[0][1]
             )
             region = self._region(payload)
             chunks.append(region)
@@ -292,6 +336,65 @@ class SstWriter:
             first_key=w.first_key, last_key=w.last_key,
             stats=stats, size=size,
         )
+
+
+    def _filters(self) -> list[tuple[str, bytes]]:
+        """``(name, bloom data)`` of every policy (format §7.9)."""
+        w = self._w
+        out: list[tuple[str, bytes]] = []
+        whole: bytes | None = None
+        for policy in self._policies:
+            if policy.prefix is None:  # whole keys only: the writer's own hashes
+                out.append((policy.name, w.bloom(policy.bits_per_key)))
+                continue
+            spec = policy.prefix
+            parts = [w.prefix_hashes(self._fixed.index(spec.fixed)) if spec.fixed is not None
+                     else self._py_prefixes.hashes(spec)]
+            if policy.whole_key:
+                whole = w.hashes() if whole is None else whole
+                parts.append(whole)
+            out.append((policy.name, bloom.build_bloom_from_hash_bytes(b"".join(parts),
+                                                                       policy.bits_per_key)))
+        return out
+
+
+class _PyPrefixes:
+    """Prefix hashes of extractors that run as Python code (``pkg.mod:attr``), taken from
+    the keys of each finished block (so they work under the native pipeline too, which
+    adds rows without Python objects)."""
+
+    def __init__(self, specs: list[PrefixExtractorSpec], format_version: int) -> None:
+        self._version = format_version
+        self._fns: list[tuple[PrefixExtractorSpec, PrefixFn]] = [
+            (s, load_prefix_extractor(s)) for s in specs]
+        self._hashes = [array("Q") for _ in specs]
+        self._last: list[bytes | None] = [None for _ in specs]
+
+    def __bool__(self) -> bool:
+        return bool(self._fns)
+
+    def add_blocks(self, blocks: Sequence[native.FinishedBlock]) -> None:
+        for raw, *_ in blocks:
+            keys = [r[0] for r in decode_block(raw, self._version)]
+            for i, (_spec, fn) in enumerate(self._fns):
+                last = self._last[i]
+                fresh: list[bytes] = []
+                for key in keys:
+                    n = fn(key)
+                    if n is None:
+                        continue
+                    prefix = key[:n]
+                    if prefix != last:
+                        fresh.append(prefix)
+                        last = prefix
+                self._last[i] = last
+                self._hashes[i].extend(bloom.siphash13_many(fresh))
+
+    def hashes(self, spec: PrefixExtractorSpec) -> bytes:
+        for i, (s, _fn) in enumerate(self._fns):
+            if s == spec:
+                return self._hashes[i].tobytes()
+        raise InvalidArgumentError(f"no prefix extractor {spec.name!r}")  # pragma: no cover
 
 
 def _invalid_row(exc: ValueError) -> InvalidArgumentError:

@@ -24,8 +24,15 @@ from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
 from slatelib.format import bloom, native
 from slatelib.format.native_pipe import CheckedBlocks, check_stored_blocks
-from slatelib.format.sst import block_range, decode_data_block, decode_region, read_index
+from slatelib.format.sst import (
+    block_range,
+    decode_data_block,
+    decode_region,
+    read_index,
+    read_stats,
+)
 from slatelib.format.sst_index import SstIndex
+from slatelib.format.sst_stats import SstStats
 from slatelib.objstore import ObjectStore
 
 DEFAULT_FETCH_BYTES = 1 << 20
@@ -188,6 +195,52 @@ class SstReader:
             cache.insert((self.path, FILTER_SLOT), _NO_FILTER if bf is None else bf,
                          256 + (0 if bf is None else len(bf.bits)))
         return bf
+
+    def filter_entries(self) -> dict[str, bytes] | None:
+        """Every filter of the filter block by name (a legacy block as ``_bf``), or None
+        without a filter block; read past the cache (compaction planning reads it once).
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
+        info = self.info
+        if not info.filter_len:
+            return None
+        region = self._get_exact(info.filter_offset, info.filter_offset + info.filter_len, "filter")
+        payload = decode_region(region, info.compression, path=self.path, what="filter")
+        if info.filter_format == 0:
+            return {bloom.BLOOM_POLICY_NAME: payload}
+        return bloom.decode_composite(payload, path=self.path)
+
+    def stats(self) -> SstStats | None:
+        """The stats block, or None when the SST has none.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
+        info = self.info
+        if not info.stats_len:
+            return None
+        region = self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
+        return read_stats(region, info.compression, path=self.path)
+
+    def raw_blocks(self, lo: int, hi: int) -> list[bytes]:
+        """Data blocks ``lo..hi-1`` checked and decompressed, not decoded (one ranged get).
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST
+                and the block.
+        """
+        idx, info = self.index(), self.info
+        start = block_range(idx, info, lo)[0]
+        end = block_range(idx, info, hi - 1)[1]
+        data = self._get_exact(start, end, f"blocks {lo}..{hi - 1}")
+        out = []
+        for i in range(lo, hi):
+            s, e = block_range(idx, info, i)
+            out.append(decode_region(data[s - start:e - start], info.compression,
+                                     path=self.path, what="block", block=i))
+        return out
 
     def may_contain(self, key: bytes, key_hash: int | None = None) -> bool:
         info = self.info

@@ -19,7 +19,6 @@ from slatelib.errors import (
     SlateError,
     UnavailableError,
 )
-from slatelib.format.compression import parse_codec
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.objstore import ObjectStore
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
@@ -88,7 +87,7 @@ class WriterEngine:
         self._executor = ThreadPoolExecutor(max(1, rs.io_threads), thread_name_prefix="slatelib-db")
         self._tables = TableStore(store, root, cache=BlockCache(rs.block_cache_bytes),
                                   executor=self._executor, prefetch=rs.prefetch_blocks)
-        self._wal_opts = SstWriterOptions.wal(parse_codec(settings.sst.compression_codec))
+        self._wal_opts = SstWriterOptions.wal(sst_writer_options(settings).codec)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._progress = threading.Condition()

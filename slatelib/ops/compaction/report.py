@@ -61,6 +61,10 @@ class CompactionReport:
     """One entry per compaction: one, or one per segment compacted (SlateDB RFC-0024),
     each with its ``segment`` (``(top-level)`` for the top-level tree), sources,
     destination, and once committed its id, outputs and row and byte counts."""
+    sst_options: Mapping[str, Any] = field(default_factory=dict)
+    """The output SSTs' block size, codec, ``min_filter_keys`` and filter policies, each
+    with its origin (``set``, ``database (<SST id>)`` or ``default``); with segments whose
+    compactions differ, ``by_segment`` too."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: (list(v) if isinstance(v, tuple) else (dict(v) if isinstance(v, Mapping)

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import CompactionSettings, Settings
@@ -41,6 +42,7 @@ from slatelib.core.compaction_source import SourceId
 from slatelib.core.compaction_state import abandoned, running
 from slatelib.core.compactions import Compactions, CompactionStatus
 from slatelib.core.compactor_claim import ClaimVerdict
+from slatelib.core.db_sst_options import DbSstOptions
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import BytesRange
 from slatelib.core.size_tiered import SizeTieredOptions
@@ -51,6 +53,7 @@ from slatelib.errors import (
     InvalidArgumentError,
     UnavailableError,
 )
+from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore, with_wal_store
 from slatelib.ops.compaction.commit import (
@@ -65,6 +68,7 @@ from slatelib.ops.compaction.commit import (
 )
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources, judge_compactor
+from slatelib.ops.compaction.output_options import plan_output_options
 from slatelib.ops.compaction.plan_io import (
     DbState,
     InputView,
@@ -86,7 +90,6 @@ from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
@@ -187,6 +190,7 @@ def plan_options(settings: Settings, policy: str | None,
         min_compaction_sources=cs.min_compaction_sources,
         max_compaction_sources=cs.max_compaction_sources,
         include_size_threshold=cs.include_size_threshold,
+        sorted_run_consolidation_threshold=cs.sorted_run_consolidation_threshold,
     ))
 
 
@@ -211,6 +215,10 @@ class _Run:
     timing: dict[str, float] = field(default_factory=dict)
     cache: BlockCache = field(default_factory=lambda: BlockCache(METADATA_CACHE_BYTES))
     """SST indexes and filters read before the fence, reused by the range split."""
+    outputs: dict[CompactionSpec, tuple[SstWriterOptions, DbSstOptions]] = field(
+        default_factory=dict)
+    """The output SSTs' options of each compaction, planned from its inputs before the
+    fence."""
 
     @property
     def cs(self) -> CompactionSettings:
@@ -249,10 +257,35 @@ class _Run:
         return verdict
 
     def check(self, specs: Sequence[CompactionSpec], manifest: Manifest) -> None:
-        """Every input SST's metadata, before the first write."""
+        """Every input SST's metadata and the outputs' options, before the first write."""
         t = time.perf_counter()
         check_sources(self.store, self.root, manifest, specs, cache=self.cache)
+        for spec in specs:
+            self.plan_outputs(spec, manifest)
         self.lap("check", t)
+
+    def plan_outputs(self, spec: CompactionSpec, manifest: Manifest,
+                     ) -> tuple[SstWriterOptions, DbSstOptions]:
+        """The output SSTs' options of ``spec``: the database's, from its inputs
+        (output_options); planned once per spec."""
+        if spec not in self.outputs:
+            self.outputs[spec] = plan_output_options(self.store, self.root, manifest, spec,
+                                                     self.settings, cache=self.cache)
+        return self.outputs[spec]
+
+    def sst_options(self, specs: Sequence[CompactionSpec], manifest: Manifest,
+                    ) -> dict[str, Any]:
+        """The report's ``sst_options``: the outputs' options and where each came from, of
+        the compaction (with segments, each segment's compaction plans its own: the first
+        one's, and ``by_segment`` when they differ)."""
+        if not specs:
+            return {}
+        planned = [self.plan_outputs(spec, manifest)[1].to_dict() for spec in specs]
+        out = dict(planned[0])
+        if any(p != planned[0] for p in planned[1:]):
+            out["by_segment"] = {spec.segment_label: p
+                                 for spec, p in zip(specs, planned, strict=True)}
+        return out
 
     def start(self, checked: Sequence[CompactionSpec]) -> tuple[CompactionJob, Manifest] | None:
         """Fence, plan again on the fenced state, list the compactions as Running
@@ -266,6 +299,8 @@ class _Run:
         if specs != list(checked):  # the writer added sources meanwhile: check those too
             check_sources(self.store, self.root, state.manifest.value, specs,
                           cache=self.cache)
+            for spec in specs:
+                self.plan_outputs(spec, state.manifest.value)
         now = self.clock.now_ms()
         ids = UlidGenerator()
         compaction_ids = tuple(ids.new(now) for _ in specs)
@@ -295,7 +330,7 @@ class _Run:
             views, ranges = self.split(spec, manifest)
             part = build_tasks(spec, views, ranges, TaskOptions(
                 store=self.store.spec, db_path=self.root, compaction_id=cid,
-                sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
+                sst_options=self.plan_outputs(spec, manifest)[0], max_sst_size=cs.max_sst_size,
                 merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
                 bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(cid),
             ))
@@ -335,6 +370,7 @@ class _Run:
         parts = [ExecutedPart(views, ranges, rs)
                  for (views, ranges), rs in zip(splits, per_spec, strict=True)]
         report = build_report(self.root, job, parts, outcome, runs, self.timing)
+        report = replace(report, sst_options=self.sst_options(job.specs, manifest))
         verdict = job.claim.verdict
         return report if verdict is None else replace(report, compactor=verdict.to_dict())
 
@@ -417,9 +453,11 @@ def run_compaction(
     policy_ = run.options.policy
     if dry_run:
         ranges = [run.split(spec, state.manifest.value)[1] for spec in specs]
+        options = run.sst_options(specs, state.manifest.value)
         run.lap("total", run.started)
-        return plan_report(run.root, policy_, specs, ranges, dry_run=True,
-                           timing=run.timing, compactor=verdict.to_dict())
+        report = plan_report(run.root, policy_, specs, ranges, dry_run=True,
+                             timing=run.timing, compactor=verdict.to_dict())
+        return replace(report, sst_options=options)
     if not verdict.may_fence and not takeover:
         raise CompactorActiveError(verdict.refusal(run.root))
     if not specs:

@@ -70,6 +70,7 @@ from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources
+from slatelib.ops.compaction.output_options import plan_output_options
 from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views, split_ranges
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
 from slatelib.ops.compaction.service import status_path, write_status
@@ -84,7 +85,6 @@ from slatelib.ops.compaction.worker_report import (
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.txn import update_versioned
@@ -478,6 +478,8 @@ class CompactionWorker:
         spec = spec_of(job.entry, manifest)
         cache = BlockCache(64 << 20)
         check_sources(db.store, db.path, manifest, [spec], cache=cache)
+        sst_options, _ = plan_output_options(db.store, db.path, manifest, spec, self.settings,
+                                             cache=cache)
         views = input_views(spec, manifest, TableStore(db.store, db.path))
         ctx = job.entry.ctx
         if ctx is not None and ctx.subcompactions:
@@ -497,7 +499,7 @@ class CompactionWorker:
         tasks = build_tasks(spec, views, [work[i].todo for i in index_of],  # type: ignore[misc]
                             TaskOptions(
             store=db.store.spec, db_path=db.path, compaction_id=job.compaction_id,
-            sst_options=sst_writer_options(self.settings), max_sst_size=cs.max_sst_size,
+            sst_options=sst_options, max_sst_size=cs.max_sst_size,
             merge_operator=cs.merge_operator, max_fetch_tasks=cs.max_fetch_tasks,
             bytes_to_fetch=cs.bytes_to_fetch, min_ulid_ms=ulid_time_ms(job.compaction_id)))
         log.info("worker: executing [db=%s, id=%s, sources=%d, destination=%d, ranges=%d, "

@@ -32,6 +32,7 @@ from slatelib.core.rescale_plan import (
 from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
+from slatelib.ops.compaction.output_options import plan_database_options
 from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
 from slatelib.ops.rescale import record
 from slatelib.ops.rescale.balance import plan_weights, same_weights
@@ -189,6 +190,9 @@ class RescaleJob:
         if flush:
             check_flushable(info, self.settings, allow_live_source=o.allow_live_source,
                             fence_source=o.fence_source)
+        # the flush and the targets' compactions write with the database's SST options:
+        # one that slatelib cannot write (a prefix filter's extractor missing) refuses now
+        plan_database_options(self.store, path, info.latest.value, self.settings)
         self.report.sources.append(info.to_dict())
         return info
 

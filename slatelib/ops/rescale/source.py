@@ -36,8 +36,10 @@ from slatelib.errors import (
 )
 from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.ops.compaction.execute import load_merge_operator
+from slatelib.ops.compaction.output_options import plan_database_options
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.sst_options import settings_for
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 from slatelib.writer import Db
@@ -273,8 +275,11 @@ def flush_wal_to_l0(store: ObjectStore, path: str, settings: Settings, clock: Cl
     if ms.try_read_latest() is None:
         raise NotADatabaseRootError(path)
     merge_operator = load_merge_operator(settings.compaction.merge_operator)
-    db = Db.open(path, store, _flush_settings(settings), merge_operator=merge_operator,
-                 clock=clock)
+    # the L0 the flush adds is written with the database's own SST options
+    # (docs/rfcs/0019-compaction-sst-options.md), so the targets' compaction keeps them too
+    db_options = plan_database_options(store, path, ms.read_latest().value, settings)
+    db = Db.open(path, store, _flush_settings(settings_for(db_options, settings)),
+                 merge_operator=merge_operator, clock=clock)
     epoch = db.epoch
     db.close()
     latest = advance_replay_position(store, path, epoch, clock)

@@ -174,6 +174,8 @@ def test_size_tiered_consolidation_fallback_merges_runs_beyond_the_threshold() -
     assert plan(m, "size-tiered") is None
     got = plan(m, "size-tiered", sorted_run_consolidation_threshold=2)
     assert got == (["sr:9", "sr:8"], 8, False)
+    # 0.17: "must be 0 or at least 2" -- a threshold of 1 disables the fallback
+    assert plan(m, "size-tiered", sorted_run_consolidation_threshold=1) is None
 
 
 def test_f32_arithmetic_matches_rust_truncation() -> None:

@@ -671,9 +671,9 @@ def test_writer_restart_offset_limit_matches_reference() -> None:
 
 def _reference_writer(monkeypatch: pytest.MonkeyPatch) -> None:
     def factory(block_size: int, *, version: int = 2, compacted: bool = True,
-                want_hashes: bool = False) -> BlockWriter:
+                want_hashes: bool = False, prefix_lens: tuple[int, ...] = ()) -> BlockWriter:
         return BlockWriterPy(block_size, compacted=compacted, want_hashes=want_hashes,
-                             version=version)
+                             prefix_lens=prefix_lens, version=version)
 
     monkeypatch.setattr(sst_module, "new_block_writer", factory)
 

@@ -199,3 +199,20 @@ def test_each_target_gets_its_entrys_wal_store_else_the_runs(tmp_path: Path) -> 
         bad = tmp_path / "bad.txt"
         bad.write_text("file:///d/a\n{\n")
         resolve_targets(args("--dbs-file", str(bad)))
+
+
+def test_a_slatelib_error_raised_in_a_spark_task_keeps_its_kind_and_exit_code() -> None:
+    from jobs._common import raised_in_task
+    from slatelib.errors import ChecksumMismatchError, MergeOperatorMissingError
+    from slatelib.exit_codes import exit_code_for
+
+    text = ("An exception was thrown from the Python worker:\nTraceback (most recent call "
+            "last):\n  File \"x.py\", line 1\nslatelib.errors.MergeOperatorMissingError: key "
+            "6b (b'k') has merge operands but no merge operator is configured (give ...)\n")
+    err = raised_in_task(text)
+    assert isinstance(err, MergeOperatorMissingError) and exit_code_for(err) == 2
+    assert str(err).startswith("key 6b (b'k') has merge operands")
+    err = raised_in_task("...\nslatelib.errors.ChecksumMismatchError: db/x.sst: checksum\n")
+    assert isinstance(err, ChecksumMismatchError) and exit_code_for(err) == 5
+    assert raised_in_task("ValueError: boom") is None
+    assert raised_in_task("slatelib.errors.NoSuchKind: x") is None

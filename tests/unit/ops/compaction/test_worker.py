@@ -7,6 +7,7 @@ hands jobs back."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -284,3 +285,34 @@ def test_until_idle_returns_at_once_with_nothing_scheduled(store: ObjectStore) -
 def test_bad_options_are_refused(store: ObjectStore, opts: WorkerOptions, match: str) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
         worker(store, opts)
+
+
+def test_the_workers_outputs_keep_the_databases_sst_options(store: ObjectStore) -> None:
+    """As a compaction run's (docs/rfcs/0019-compaction-sst-options.md): the codec and the
+    prefix filter of the inputs; without the filter's extractor the job is handed back,
+    named in the report."""
+    from slatelib.config import SstSettings
+    from slatelib.core.filter_policy import FilterPolicySpec, PrefixExtractorSpec
+    from slatelib.core.manifest import CompressionCodec
+    from slatelib.format.sst import SstWriterOptions
+    from slatelib.paths import DbPaths
+    from slatelib.store.sst_reader import SstReader
+
+    opts = SstWriterOptions(codec=CompressionCodec.LZ4, min_filter_keys=1, filter_policies=(
+        FilterPolicySpec(8, PrefixExtractorSpec("two", fixed=2), whole_key=False),))
+    new_db(store, ROOT)
+    for seq in (1, 2):
+        flush_l0(store, ROOT, [(b"k%05d" % i, seq, VALUE, b"v", None, None)
+                               for i in range(200)], options=opts)
+    cid = schedule(store)
+    refused = worker(store).run()
+    assert refused["totals"]["failed"] == 1
+    assert "_bf:p=two:wh=0" in json.dumps(refused)
+    with_extractor = replace(SETTINGS, sst=SstSettings(prefix_extractors=(("two", "fixed:2"),)))
+    w = CompactionWorker(lambda: [WorkerDb("db", ROOT, store)], settings=with_extractor,
+                         options=FAST, slots=2)
+    assert w.run()["totals"]["compacted"] == 1
+    for out in entry(store, cid).output_ssts:
+        assert out.info.compression == CompressionCodec.LZ4
+        reader = SstReader(store, DbPaths(ROOT).compacted(out.id), out.handle())
+        assert list(reader.filter_entries() or {}) == ["_bf:p=two:wh=0"]
