@@ -128,7 +128,8 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (also one of another user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -147,7 +148,7 @@ def reap_orphans() -> list[Path]:
             owner = int((root / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # being set up right now, or not ours
-        if _alive(owner):
+        if pid_alive(owner):
             continue
         orphan = PgServer(root=root, port=0)
         if orphan.data_dir.exists():

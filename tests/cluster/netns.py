@@ -28,6 +28,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.pg_server import pid_alive
+
 STATE_DIR = Path("/tmp/slatelib-testnets")
 
 
@@ -49,16 +51,6 @@ def can_make_nets() -> str | None:
         if shutil.which(tool) is None:
             return f"no {tool} command"
     return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _used_subnets() -> set[str]:
@@ -179,5 +171,5 @@ def reap_stale() -> None:
             state = json.loads(entry.read_text())
         except (OSError, ValueError):
             continue
-        if not _pid_alive(int(state.get("pid", 0))):
+        if not pid_alive(int(state.get("pid", 0))):
             _destroy(entry.name, list(state.get("hosts", [])))

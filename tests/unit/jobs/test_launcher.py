@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from jobs import launcher
@@ -23,17 +25,10 @@ def test_global_job_options_are_taken_from_anywhere_and_may_be_empty() -> None:
 
 
 def test_the_wal_store_before_the_job_reaches_the_job(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    fake_job: Callable[[int], list[list[str]]],
 ) -> None:
-    seen: list[list[str]] = []
-
-    class Fake:
-        @staticmethod
-        def main(argv: list[str]) -> int:
-            seen.append(list(argv))
-            return 0
-
-    monkeypatch.setattr(launcher.importlib, "import_module", lambda name: Fake)
+    seen = fake_job(0)
     monkeypatch.setenv("PYSPARK_PYTHON", "python")
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "python")
     monkeypatch.delenv(launcher._spark.SUBMIT_ARGS_ENV, raising=False)  # restored after

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -92,17 +93,10 @@ def test_jobs_load_env_files_before_settings_and_register_store_defaults(
 
 
 def test_slate_spark_dispatches_to_the_job_module(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    fake_job: Callable[[int], list[list[str]]],
 ) -> None:
-    seen: list[list[str]] = []
-
-    class Fake:
-        @staticmethod
-        def main(argv: list[str]) -> int:
-            seen.append(list(argv))
-            return 3
-
-    monkeypatch.setattr(launcher.importlib, "import_module", lambda name: Fake)
+    seen = fake_job(3)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
     assert launcher.main(["gc", "--db", "file:///x"]) == 3
