@@ -43,6 +43,7 @@ from slatelib.core.manifest import Checkpoint, Manifest
 from slatelib.core.memtable import MemTable
 from slatelib.core.merge import MergeOperator, as_merge_operator
 from slatelib.core.rescale_check import RangeStats
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.format.native_pipe import ARROW_BATCH_BYTES, ARROW_BATCH_ROWS, ArrowBuffers
 from slatelib.ids import parse_uuid
@@ -52,7 +53,7 @@ from slatelib.objstore import (  # resolve_store: re-exported
     with_wal_store,
 )
 from slatelib.paths import normalize_path
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.memtables import WalMemTable, purge_tables, replay_tail
 from slatelib.store.read_view import ReadView
 from slatelib.store.sst_reader import BlockCache
@@ -99,7 +100,7 @@ class DbReader:
         self._clock = clock
         rs = settings.reader
         self._executor = ThreadPoolExecutor(max(1, rs.io_threads), thread_name_prefix="slatelib-read")
-        self.manifests = ManifestStore(store, path)
+        self.manifests = DbManifest(store, path)
         self.wal = WalStore(store, path)
         self.tables = TableStore(store, path, cache=BlockCache(rs.block_cache_bytes),
                                  executor=self._executor, prefetch=rs.prefetch_blocks)

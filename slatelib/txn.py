@@ -2,7 +2,14 @@
 
 This is the one place that retries :class:`ConflictError`. :class:`FencedError` (a newer
 writer or compactor epoch) is never retried. Fencing checks live in
-:mod:`slatelib.core.invariants`.
+:mod:`slatelib.core.invariants`. :func:`transact` is the one wrapper for writes that must
+know they landed: a fence check, a deadline (``manifest_update_timeout``) and the "did it
+land" test around :func:`update_versioned`. The manifest of one database gets its handle,
+with the checkpoint and external-database operations, in :mod:`slatelib.db_manifest`.
+
+Callbacks (``mutate``, ``step``, ``fence``, ``landed``) are pure functions of the version
+they are given: reads and writes of other objects happen before or after the loop, so a
+retry repeats none of them (RFC 0020, "manifest").
 """
 
 from __future__ import annotations
@@ -10,17 +17,17 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
-from slatelib.core.invariants import check_manifest_successor
-from slatelib.core.manifest import Manifest
 from slatelib.errors import (
     CommitStateUnknownError,
     ConflictError,
     FencedError,
     InvalidArgumentError,
     SlateError,
+    UnavailableError,
 )
 from slatelib.store.sequenced import SequencedStore, Versioned
 
@@ -31,13 +38,6 @@ T = TypeVar("T")
 DEFAULT_MAX_ATTEMPTS = 64
 _BASE_DELAY_S = 0.01
 _MAX_DELAY_S = 1.0
-
-
-def check_successor(old: object, new: object) -> None:
-    """The invariants of a new version over its predecessor (manifests: see
-    :func:`slatelib.core.invariants.check_manifest_successor`)."""
-    if isinstance(old, Manifest) and isinstance(new, Manifest):
-        check_manifest_successor(old, new)
 
 
 def update_versioned(
@@ -53,8 +53,10 @@ def update_versioned(
     conflicts with exponential backoff and jitter.
 
     ``mutate`` returns the new value, or None when nothing needs writing (the current
-    version is then returned). A new manifest must satisfy
-    :func:`slatelib.core.invariants.check_manifest_successor` over the version it replaces. It may raise :class:`FencedError` to stop. It must be
+    version is then returned). The new value must satisfy the store's successor rule
+    (:meth:`SequencedStore.check_successor`; for manifests
+    :func:`slatelib.core.invariants.check_manifest_successor`) over the version it
+    replaces. It may raise :class:`FencedError` to stop. It must be
     idempotent: when a write's outcome is unknown (a lost response), the loop re-reads the
     latest version and calls ``mutate`` again, which must then see its change already
     applied and return None (or apply it again, for changes such as epoch claims where
@@ -77,7 +79,7 @@ def update_versioned(
         new_value = mutate(cur)
         if new_value is None:
             return cur
-        check_successor(cur.value, new_value)
+        store.check_successor(cur.value, new_value)
         try:
             return store.write(cur.id + 1, new_value)
         except FencedError:
@@ -99,3 +101,71 @@ def update_versioned(
             f"the latest version ({cur.id}) does not hold the change"
         ) from last_exc
     raise ConflictError(f"gave up after {max_attempts} conflicting attempts") from last_exc
+
+
+class UpdateTimeoutError(UnavailableError):
+    """A driver-side write was not done within ``manifest_update_timeout``. The latest state
+    was read and does not hold the change, so the outcome is known: not written."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A write's ``manifest_update_timeout``, counted from when the write began."""
+
+    clock: Clock
+    timeout_s: float
+    what: str
+    start_s: float
+
+    @classmethod
+    def starting_now(cls, clock: Clock, timeout_s: float, what: str) -> Deadline:
+        return cls(clock, timeout_s, what, clock.monotonic_s())
+
+    def check(self) -> None:
+        """Raises:
+            UpdateTimeoutError: the deadline has passed."""
+        if self.clock.monotonic_s() - self.start_s > self.timeout_s:
+            raise UpdateTimeoutError(
+                f"{self.what}: not done within {self.timeout_s:g}s of retries")
+
+
+def transact(
+    store: SequencedStore[T],
+    step: Callable[[Versioned[T]], T | None],
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    fence: Callable[[T], None] | None = None,
+    landed: Callable[[T], bool] | None = None,
+    deadline: Deadline | None = None,
+    current: Versioned[T] | None = None,
+    what: str = "update",
+) -> Versioned[T]:
+    """"Fence, deadline, did it land" around :func:`update_versioned`, in this order on
+    every version an attempt would replace:
+
+    1. ``landed(value)``: our change is there already (an earlier attempt whose response
+       was lost landed): nothing is written, even past the deadline;
+    2. ``fence(value)``: raises :class:`FencedError` when a newer epoch took over;
+    3. ``step(version)``: the change (None: nothing to write);
+    4. ``deadline``: once passed, writing again is refused (:class:`UpdateTimeoutError`).
+
+    With ``landed``, the version returned must hold the change.
+
+    Raises:
+        FencedError / UpdateTimeoutError / as :func:`update_versioned`.
+        ConflictError: with ``landed``, the loop returned a version without the change.
+    """
+    def attempt(cur: Versioned[T]) -> T | None:
+        if landed is not None and landed(cur.value):
+            return None
+        if fence is not None:
+            fence(cur.value)
+        new = step(cur)
+        if new is not None and deadline is not None:
+            deadline.check()
+        return new
+
+    out = update_versioned(store, attempt, clock=clock, current=current)
+    if landed is not None and not landed(out.value):
+        raise ConflictError(f"{what} did not land (latest version {out.id})")
+    return out

@@ -28,6 +28,7 @@ from slatelib.core.gc_plan import LiveSet, build_rules, checkpoint_manifest_ids,
 from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
 from slatelib.core.gc_text import checkpoint_label
 from slatelib.core.manifest import Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import ObjectMissingError
 from slatelib.format import manifest_native
 from slatelib.ids import Ulid, ulid_to_str
@@ -277,7 +278,7 @@ def build_view(store: ObjectStore, root: str, now_ms: int) -> LsView:
         DataError: the latest manifest or a pinned one does not decode.
         WalStoreMissingError: the store holds none of the latest manifest's WAL tail.
     """
-    ms = ManifestStore(store, root)
+    ms = DbManifest(store, root)
     latest = ms.read_latest()
     WalStore(store, root).check_tail(latest.value, manifest_id=latest.id)
     live, lost_manifests = live_set(ms, latest)

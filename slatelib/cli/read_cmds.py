@@ -13,6 +13,7 @@ from slatelib.cli import output
 from slatelib.cli.ls_cmd import cmd_ls
 from slatelib.cli.render import manifest_summary, render_info, render_manifest, render_row
 from slatelib.core.external_dbs import external_roots
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CorruptObjectError,
     InvalidArgumentError,
@@ -27,7 +28,6 @@ from slatelib.ops.bulk_load import bulk_load
 from slatelib.paths import WAL_DIR, DbPaths, file_name, normalize_path, parse_wal_name
 from slatelib.reader import DbReader
 from slatelib.store.db_root import database_root, refuse_file_root
-from slatelib.store.manifest_store import ManifestStore
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -53,7 +53,7 @@ def _open_reader(ctx: Context) -> DbReader:
 
 
 def cmd_manifest(ctx: Context) -> None:
-    ms = ManifestStore(ctx.store, ctx.db_path)
+    ms = DbManifest(ctx.store, ctx.db_path)
     mid = ctx.args.id
     stored = ms.read_latest() if mid is None else ms.try_read(mid)
     if stored is None:
@@ -66,7 +66,7 @@ def cmd_manifest(ctx: Context) -> None:
 def cmd_list_manifests(ctx: Context) -> None:
     """Every manifest version: id, size, time, whether it is the latest, and the live
     checkpoints of the latest manifest that pin it (GC keeps those)."""
-    ms = ManifestStore(ctx.store, ctx.db_path)
+    ms = DbManifest(ctx.store, ctx.db_path)
     latest = ms.read_latest()  # first: names a path that is not a database root
     paths = DbPaths(ctx.db_path)
     metas = {}
@@ -97,7 +97,7 @@ def cmd_list_manifests(ctx: Context) -> None:
 
 
 def cmd_summary(ctx: Context) -> None:
-    stored = ManifestStore(ctx.store, ctx.db_path).read_latest()
+    stored = DbManifest(ctx.store, ctx.db_path).read_latest()
     ctx.emit(manifest_summary(stored.value, stored.id))
 
 
@@ -150,7 +150,7 @@ def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
     handle = None
     ulid = try_parse_ulid(obj.removesuffix(".sst"))
     if ulid is not None and paths is not None:
-        latest = ManifestStore(ctx.store, paths.root).try_read_latest()
+        latest = DbManifest(ctx.store, paths.root).try_read_latest()
         if latest is not None:
             handle = latest.value.sst_map.get(ulid)
             ext = external_roots(paths.root, latest.value, shape_only=True).get(ulid)
@@ -189,7 +189,7 @@ def _read_sst_object(ctx: Context) -> tuple[str, Any, bytes]:
         try:
             return path, handle, ctx.store.get(path)
         except ObjectMissingError as exc:
-            if not ManifestStore(ctx.store, root).list_ids():
+            if not DbManifest(ctx.store, root).list_ids():
                 raise NotADatabaseRootError(
                     root, detail=f" (and {path!r} does not exist)") from exc
             raise

@@ -23,6 +23,7 @@ from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import Settings
 from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
 from slatelib.core.row import VALUE, Row
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CommitStateUnknownError,
     ConflictError,
@@ -208,7 +209,7 @@ def bulk_load(
     settings = settings or Settings()
     root = normalize_path(path, what="database path")
     obj_store = resolve_store(store)
-    manifests = ManifestStore(obj_store, root)
+    manifests = DbManifest(obj_store, root)
     _check_absent(manifests)
     tables = TableStore(obj_store, root)
     target = target_sst_size or settings.bulk_load.target_sst_size

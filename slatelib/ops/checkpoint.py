@@ -4,8 +4,9 @@ Design doc 'checkpoints and clones' and format §5.5.7.
 
 A checkpoint created from the current manifest pins the version that first contains it
 (latest + 1); created from another checkpoint (``source``) it pins that checkpoint's
-manifest. Each change is one manifest CAS (:func:`slatelib.txn.update_versioned`), retried
-on conflicts, and safe to retry after a lost response.
+manifest. Each change is one manifest CAS, retried on conflicts, and safe to retry after a
+lost response. These are thin callers of the one home of checkpoint changes,
+:class:`slatelib.db_manifest.DbManifest`.
 """
 
 from __future__ import annotations
@@ -15,23 +16,15 @@ import uuid
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.config import parse_duration
-from slatelib.core.checkpoints import (
-    U32_MAX,
-    add_checkpoint,
-    new_checkpoint,
-    remove_checkpoints,
-)
+from slatelib.core.checkpoints import U32_MAX
 from slatelib.core.checkpoints import list_checkpoints as select_checkpoints
-from slatelib.core.checkpoints import (
-    refresh_checkpoint as refresh_rule,
-)
-from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.core.manifest import Checkpoint
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidArgumentError
 from slatelib.ids import parse_uuid
 from slatelib.objstore import ObjectStore
 from slatelib.paths import normalize_path
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
-from slatelib.txn import update_versioned
+from slatelib.store.manifest_store import StoredManifest
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +59,10 @@ def as_checkpoint_id(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else parse_uuid(value)
 
 
-def _manifests(path: str, store: ObjectStore | str) -> ManifestStore:
+def _manifests(path: str, store: ObjectStore | str) -> DbManifest:
     from slatelib.objstore import resolve_store
 
-    return ManifestStore(resolve_store(store), normalize_path(path, what="database path"))
+    return DbManifest(resolve_store(store), normalize_path(path, what="database path"))
 
 
 def create_checkpoint(
@@ -95,7 +88,7 @@ def create_checkpoint(
 
 
 def create_checkpoint_stored(
-    manifests: ManifestStore,
+    manifests: DbManifest,
     *,
     lifetime: Lifetime = None,
     source: uuid.UUID | str | None = None,
@@ -113,20 +106,8 @@ def create_checkpoint_stored(
     """
     lifetime_s = lifetime_seconds(lifetime, clock)
     src = None if source is None else as_checkpoint_id(source)
-    checkpoint_id = uuid.uuid4()
-
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        if cur.value.checkpoint(checkpoint_id) is not None:
-            return None  # our earlier attempt landed
-        cp = new_checkpoint(
-            cur.value, cur.id + 1, now_s=clock.now_ms() / 1000, lifetime_s=lifetime_s,
-            source=src, name=name, checkpoint_id=checkpoint_id,
-        )
-        return add_checkpoint(cur.value, cp)
-
-    stored = update_versioned(manifests, mutate, clock=clock, current=current)
-    cp = stored.value.checkpoint(checkpoint_id)
-    assert cp is not None
+    cp, stored = manifests.create_checkpoint(clock=clock, lifetime_s=lifetime_s, source=src,
+                                             name=name, current=current)
     log.info("checkpoint created [path=%s, id=%s, manifest_id=%d, expire_time_s=%s]",
              manifests.root, cp.id, cp.manifest_id, cp.expire_time_s)
     return cp, stored
@@ -149,15 +130,8 @@ def refresh_checkpoint(
     """
     manifests = _manifests(path, store)
     lifetime_s = lifetime_seconds(lifetime, clock)
-    cid = as_checkpoint_id(checkpoint_id)
-
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        return refresh_rule(cur.value, cid, now_s=clock.now_ms() / 1000, lifetime_s=lifetime_s)
-
-    stored = update_versioned(manifests, mutate, clock=clock)
-    cp = stored.value.checkpoint(cid)
-    assert cp is not None
-    return cp
+    return manifests.refresh_checkpoint(as_checkpoint_id(checkpoint_id), lifetime_s=lifetime_s,
+                                        clock=clock)
 
 
 def delete_checkpoint(
@@ -170,19 +144,7 @@ def delete_checkpoint(
         InvalidArgumentError: a bad id.
     """
     manifests = _manifests(path, store)
-    cid = as_checkpoint_id(checkpoint_id)
-    found = False
-
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        nonlocal found
-        out = remove_checkpoints(cur.value, {cid})
-        found = found or out is not None
-        return out
-
-    update_versioned(manifests, mutate, clock=clock)
-    if found:
-        log.info("checkpoint deleted [path=%s, id=%s]", manifests.root, cid)
-    return found
+    return manifests.delete_checkpoint(as_checkpoint_id(checkpoint_id), clock=clock)
 
 
 def list_checkpoints(

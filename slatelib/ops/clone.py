@@ -60,6 +60,7 @@ from slatelib.core.clone_plan import (
 )
 from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.manifest import ExternalDb, Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CommitStateUnknownError,
     ConflictError,
@@ -201,7 +202,7 @@ def _check_final_checkpoint_step(store: ObjectStore, entry: ExternalDb, clock: C
         InvalidDbStateError: as the step; also when that database has no manifest.
     """
     try:
-        latest = ManifestStore(store, entry.path).read_latest()
+        latest = DbManifest(store, entry.path).read_latest()
     except ManifestMissingError as exc:
         raise InvalidDbStateError(f"external database {entry.path!r} has no manifest") from exc
     _final_checkpoint_step(entry, clock)(latest)
@@ -212,7 +213,7 @@ def _ensure_final_checkpoint(store: ObjectStore, entry: ExternalDb, clock: Clock
                              current: StoredManifest | None = None) -> None:
     """Step 5 for one external database (``current``: its manifest as just read, tried
     first; a newer one makes the write conflict and the loop read again)."""
-    update_versioned(ManifestStore(store, entry.path), _final_checkpoint_step(entry, clock),
+    update_versioned(DbManifest(store, entry.path), _final_checkpoint_step(entry, clock),
                      clock=clock, current=current)
 
 
@@ -343,7 +344,7 @@ def _preflight(store: ObjectStore, clone_root: str, sources: Sequence[CloneSourc
     _check_destination(store, clone_root)
     bases = []
     for s, cur in zip(sources, latest, strict=True):
-        ms = ManifestStore(store, s.path)
+        ms = DbManifest(store, s.path)
         base = cur if s.checkpoint is None else _at_checkpoint(ms, cur, s.checkpoint, clock)
         cp = s.checkpoint or PLANNED_EPHEMERAL_CHECKPOINT
         bases.append((base, PinnedSource(s.path, cp, base.value, s.projection)))
@@ -380,7 +381,7 @@ def _pin(store: ObjectStore, sources: Sequence[CloneSource], latest: Sequence[St
     """
     out = []
     for s, cur in zip(sources, latest, strict=True):
-        ms = ManifestStore(store, s.path)
+        ms = DbManifest(store, s.path)
         if s.checkpoint is None:
             cp, stored = create_checkpoint_stored(
                 ms, lifetime=EPHEMERAL_CHECKPOINT_LIFETIME_S, clock=clock, current=cur)
@@ -500,10 +501,10 @@ def create_clone_from_sources(
     clone_root = normalize_path(clone_path, what="clone path", allow_empty=False)
     wanted = validate_sources(clone_root, sources)
     obj = with_wal_store(resolve_store(store), wal_store)
-    clone_ms = ManifestStore(obj, clone_root)
+    clone_ms = DbManifest(obj, clone_root)
     for _ in range(_MAX_ATTEMPTS):
         current = clone_ms.try_read_latest()
-        latest = [ManifestStore(obj, s.path).read_latest() for s in wanted]
+        latest = [DbManifest(obj, s.path).read_latest() for s in wanted]
         for s, cur in zip(wanted, latest, strict=True):
             _check_parent(s.path, cur)
         if current is not None:
@@ -594,7 +595,7 @@ def _check_final_checkpoints(store: ObjectStore, clone: Manifest) -> None:
     for e in clone.external_dbs:
         if e.final_checkpoint_id is None:
             continue
-        ext = ManifestStore(store, e.path).read_latest().value
+        ext = DbManifest(store, e.path).read_latest().value
         if ext.checkpoint(e.final_checkpoint_id) is None:
             raise InvalidDbStateError(
                 f"final checkpoint {e.final_checkpoint_id} of the clone is missing in {e.path!r}"

@@ -48,6 +48,7 @@ from slatelib.core.checkpoints import (
 from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CorruptObjectError,
     InvalidDbStateError,
@@ -143,7 +144,7 @@ def destroy(
 
     root = normalize_path(path, what="database path", allow_empty=False)
     obj = with_wal_store(resolve_store(store), wal_store)
-    manifests = ManifestStore(obj, root)
+    manifests = DbManifest(obj, root)
     if soft:
         return _soft(obj, manifests, clock)
     return _hard(obj, manifests, clock)
@@ -207,7 +208,7 @@ def _check_parents(store: ObjectStore, root: str, stored: StoredManifest) -> Non
             continue
         seen.add(e.path)
         try:
-            ManifestStore(store, e.path).try_read_latest()
+            DbManifest(store, e.path).try_read_latest()
         except CorruptObjectError as exc:
             raise CorruptObjectError(
                 f"refusing to hard-destroy {root!r} (manifest {stored.id}): its parent "
@@ -226,7 +227,7 @@ def _release_parents(
         final = e.final_checkpoint_id
         if final is None:
             continue
-        parent = ManifestStore(store, e.path)
+        parent = DbManifest(store, e.path)
         try:
             update_versioned(parent, partial(_without_checkpoint, checkpoint_id=final), clock=clock)
         except ManifestMissingError:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.checkpoint import delete_checkpoint
@@ -198,9 +199,8 @@ class _Run:
         return delete_checkpoint(self.path, self.store, cid, clock=self.clock)
 
     def store_manifest(self) -> Any:
-        from slatelib.store.manifest_store import ManifestStore
 
-        return ManifestStore(self.store, self.path).read_latest().value
+        return DbManifest(self.store, self.path).read_latest().value
 
     def undo(self) -> None:
         if self.created is not None:

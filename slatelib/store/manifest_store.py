@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from slatelib.core.invariants import check_manifest_successor
 from slatelib.core.manifest import Manifest
 from slatelib.errors import ManifestMissingError, NotADatabaseRootError
 from slatelib.format.manifest_codec import decode_manifest, encode_manifest
@@ -28,6 +29,10 @@ class ManifestStore(SequencedStore[Manifest]):
             kind="manifest",
             root=self.paths.root,
         )
+
+    def check_successor(self, old: Manifest, new: Manifest) -> None:
+        """:func:`slatelib.core.invariants.check_manifest_successor`."""
+        check_manifest_successor(old, new)
 
     @property
     def root(self) -> str:

@@ -75,6 +75,14 @@ class SequencedStore(Generic[T]):
     def _at_root(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._root is None else database_root(self._root)
 
+    def check_successor(self, old: T, new: T) -> None:
+        """The invariants a new version must keep over the one it replaces (checked by
+        :func:`slatelib.txn.update_versioned` before every write). None by default.
+
+        Raises:
+            InternalError: ``new`` breaks an invariant.
+        """
+
     def path(self, version_id: int) -> str:
         return f"{self.directory}/{format_id(version_id)}.{self.ext}"
 

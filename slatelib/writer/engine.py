@@ -11,6 +11,7 @@ from slatelib.clock import Clock
 from slatelib.config import Settings
 from slatelib.core.merge import as_merge_operator
 from slatelib.core.row import Row
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     AlreadyExistsError,
     FencedError,
@@ -21,7 +22,7 @@ from slatelib.errors import (
 )
 from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.objstore import ObjectStore
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.memtables import WalMemTable
 from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
@@ -81,7 +82,7 @@ class WriterEngine:
         self.settings = settings
         self._merge_operator = as_merge_operator(merge_operator)
         self._clock = clock
-        self._manifests = ManifestStore(store, root)
+        self._manifests = DbManifest(store, root)
         self._wal_store = WalStore(store, root)
         rs = settings.reader
         self._executor = ThreadPoolExecutor(max(1, rs.io_threads), thread_name_prefix="slatelib-db")

@@ -19,7 +19,8 @@ BASE = "base"
 LAYER_OF = {  # top-level modules of slatelib/
     "slatelib.errors": BASE, "slatelib.ids": BASE, "slatelib.paths": BASE,
     "slatelib.clock": BASE, "slatelib.config": BASE, "slatelib.exit_codes": BASE,
-    "slatelib.flags": BASE, "slatelib.txn": "txn", "slatelib.reader": "reader",
+    "slatelib.flags": BASE, "slatelib.txn": "txn", "slatelib.db_manifest": "txn",
+    "slatelib.reader": "reader",
     "slatelib": "api",
 }
 
@@ -29,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "format": {BASE, "core", "format"},
     "objstore": {BASE, "objstore"},
     "store": {BASE, "core", "format", "objstore", "store"},
-    "txn": {BASE, "core", "store"},
+    "txn": {BASE, "core", "store", "txn"},
     "reader": {BASE, "core", "format", "objstore", "store", "txn"},
     "writer": {BASE, "core", "format", "objstore", "store", "txn", "writer"},
     "ops": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops"},

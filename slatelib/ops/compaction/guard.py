@@ -19,12 +19,12 @@ from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compactions import Compactions
 from slatelib.core.compactor_claim import Activity, ClaimVerdict
 from slatelib.core.manifest import Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import SlateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.plan_io import DbState, input_views
 from slatelib.store.claim_store import ClaimStore, judge_manifest
 from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_reader import BlockCache, SstReader
 from slatelib.store.table_store import TableStore
@@ -45,7 +45,7 @@ def _age_s(store: ObjectStore, path: str, now_ms: int) -> float | None:
 def read_activity(store: ObjectStore, root: str, manifest: Versioned[Manifest],
                   compactions: Versioned[Compactions] | None, now_ms: int) -> Activity:
     """Recent activity, best effort: a read that fails leaves its field unknown (None)."""
-    ms = ManifestStore(store, root)
+    ms = DbManifest(store, root)
     manifest_age = _age_s(store, ms.path(manifest.id), now_ms)
     wal_age = None
     try:
@@ -73,7 +73,7 @@ def judge_compactor(store: ObjectStore, root: str, state: DbState, clock: Clock,
     """Who holds the compactor epoch of ``state``, with the activity storage shows."""
     comp = state.compactions
     activity = read_activity(store, root, state.manifest, comp, clock.now_ms())
-    return judge_manifest(ManifestStore(store, root), ClaimStore(store, root),
+    return judge_manifest(DbManifest(store, root), ClaimStore(store, root),
                           state.manifest.value,
                           compactions_epoch=None if comp is None else comp.value.compactor_epoch,
                           activity=activity)

@@ -46,6 +46,7 @@ from slatelib.core.db_sst_options import DbSstOptions
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import BytesRange
 from slatelib.core.size_tiered import SizeTieredOptions
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CommitStateUnknownError,
     CompactorActiveError,
@@ -399,7 +400,7 @@ def _prepare(path: str, store: ObjectStore | str, settings: Settings | None,
     obj_store = with_wal_store(resolve_store(store), wal_store,
                                default=settings.object_store.wal_store)
     return _Run(root, obj_store, settings, slots, clock, plan_options(settings, policy, sources),
-                ManifestStore(obj_store, root), CompactionsStore(obj_store, root), takeover)
+                DbManifest(obj_store, root), CompactionsStore(obj_store, root), takeover)
 
 
 def run_compaction(

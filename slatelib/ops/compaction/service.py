@@ -60,6 +60,7 @@ from slatelib.core.compaction_plan import CompactionSpec, check_compactable, pla
 from slatelib.core.compaction_state import abandoned
 from slatelib.core.compactor_claim import ClaimVerdict
 from slatelib.core.segments import trees
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import CompactorActiveError, InvalidArgumentError, SlateError
 from slatelib.exit_codes import (
     EXIT_COMPACTOR_ACTIVE,
@@ -77,7 +78,6 @@ from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
 from slatelib.ops.compaction.task import CompactionTask, TaskOutcome
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
 
 __all__ = [
     "POLICY",
@@ -518,7 +518,7 @@ class CompactionService:
         root = db.target.path
         try:
             store = self._store(db)
-            state = read_state(ManifestStore(store, root), CompactionsStore(store, root))
+            state = read_state(DbManifest(store, root), CompactionsStore(store, root))
             m = state.manifest.value
             # per tree (the top-level one, or each segment): the deepest L0 is what
             # stalls a writer at l0_max_ssts

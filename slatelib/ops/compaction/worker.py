@@ -59,6 +59,7 @@ from slatelib.core.compaction_worker import (
 from slatelib.core.compactions import Compaction, Compactions, TieredCompactionContext
 from slatelib.core.manifest import SstHandle
 from slatelib.core.segments import segment_label
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     ConflictError,
     FencedError,
@@ -83,7 +84,6 @@ from slatelib.ops.compaction.worker_report import (
     worker_status,
 )
 from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
@@ -474,7 +474,7 @@ class CompactionWorker:
         resumed from an earlier worker's context."""
         db = job.db
         cs = self.settings.compaction
-        manifest = ManifestStore(db.store, db.path).read_latest().value
+        manifest = DbManifest(db.store, db.path).read_latest().value
         spec = spec_of(job.entry, manifest)
         cache = BlockCache(64 << 20)
         check_sources(db.store, db.path, manifest, [spec], cache=cache)

@@ -25,10 +25,11 @@ from datetime import UTC, datetime
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.checkpoints import add_checkpoint, check_writable_state, new_checkpoint
 from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidDbStateError, ObjectMissingError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.checkpoint import delete_checkpoint
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 
@@ -63,7 +64,7 @@ def pin_checkpoint(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, *,
         WalStoreMissingError: the store holds none of the WAL tail the pinned manifest
             promises (its WAL store was not given).
     """
-    manifests = ManifestStore(store, path)
+    manifests = DbManifest(store, path)
     latest = manifests.read_latest()
     cp = latest.value.checkpoint(checkpoint_id)
     if cp is None:
@@ -102,7 +103,7 @@ def create_read_checkpoint(store: ObjectStore, path: str, *, name: str, lifetime
         WalStoreMissingError: the store holds none of the latest manifest's WAL tail (its
             WAL store was not given); nothing was written.
     """
-    manifests = ManifestStore(store, path)
+    manifests = DbManifest(store, path)
     wal = WalStore(store, path)
     checkpoint_id = uuid.uuid4()
     latest = manifests.read_latest()

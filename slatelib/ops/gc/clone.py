@@ -1,4 +1,4 @@
-"""The manifest writes of GC, each one CAS through :func:`slatelib.txn.update_versioned`:
+"""The manifest writes of GC, each one CAS of :class:`slatelib.db_manifest.DbManifest`:
 expired-checkpoint removal, releasing a clone's final checkpoint in its parent, and
 dropping a detached external database from the clone's manifest.
 
@@ -12,13 +12,10 @@ import logging
 import uuid
 
 from slatelib.clock import Clock
-from slatelib.core.checkpoints import remove_checkpoints
-from slatelib.core.gc_plan import remove_detached, without_expired_checkpoints
 from slatelib.core.manifest import Checkpoint, Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.objstore import ObjectStore
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +31,8 @@ def remove_expired_checkpoints(
         ManifestMissingError: no manifest.
         ConflictError: still conflicting after the CAS loop's attempts.
     """
-    removed: list[Checkpoint] = []
-
-    def mutate(cur: Versioned[Manifest]) -> Manifest | None:
-        kept, expired = without_expired_checkpoints(cur.value, clock.now_ms() / 1000)
-        removed[:] = expired
-        return kept if expired else None
-
-    got = update_versioned(ManifestStore(store, root), mutate, clock=clock, current=current)
+    got, removed = DbManifest(store, root).remove_expired_checkpoints(clock=clock,
+                                                                      current=current)
     if removed:
         log.info("gc removed expired checkpoints [root=%s, count=%d, manifest=%d]",
                  root, len(removed), got.id)
@@ -50,22 +41,15 @@ def remove_expired_checkpoints(
 
 def release_checkpoint(store: ObjectStore, db_root: str, checkpoint_id: uuid.UUID,
                        clock: Clock) -> bool:
-    """Delete checkpoint ``checkpoint_id`` from the database at ``db_root`` (idempotent).
-    True when this call removed it, False when it was already gone.
+    """Delete checkpoint ``checkpoint_id`` from the database at ``db_root`` (idempotent;
+    :meth:`DbManifest.delete_checkpoint`). True when this call removed it, False when it
+    was already gone.
 
     Raises:
         ManifestMissingError: ``db_root`` has no manifest.
         ConflictError: still conflicting after the CAS loop's attempts.
     """
-    removed = [False]
-
-    def mutate(cur: Versioned[Manifest]) -> Manifest | None:
-        out = remove_checkpoints(cur.value, {checkpoint_id})
-        removed[0] = out is not None
-        return out
-
-    update_versioned(ManifestStore(store, db_root), mutate, clock=clock)
-    return removed[0]
+    return DbManifest(store, db_root).delete_checkpoint(checkpoint_id, clock=clock)
 
 
 def drop_external_dbs(store: ObjectStore, root: str, final_ids: set[uuid.UUID],
@@ -76,5 +60,4 @@ def drop_external_dbs(store: ObjectStore, root: str, final_ids: set[uuid.UUID],
     Raises:
         ConflictError: still conflicting after the CAS loop's attempts.
     """
-    return update_versioned(ManifestStore(store, root),
-                            lambda cur: remove_detached(cur.value, final_ids), clock=clock)
+    return DbManifest(store, root).drop_external_dbs(final_ids, clock=clock)

@@ -34,6 +34,7 @@ from slatelib.core.gc_plan import (
 )
 from slatelib.core.gc_rules import GcDecision, GcOptions, ObjectKind
 from slatelib.core.manifest import Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import ConflictError, ManifestMissingError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.gc.backend import GcBackend
@@ -42,7 +43,6 @@ from slatelib.ops.gc.exec import delete_objects
 from slatelib.ops.gc.report import GcReport
 from slatelib.ops.gc.state import read_latest_manifest
 from slatelib.paths import COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR, MANIFEST_DIR, WAL_DIR
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def run_destroy(
             report.error(f"{root}: the latest manifest is kept until every other object is "
                          "deleted; run GC again", count=0)
             return report
-        ms = ManifestStore(store, root)
+        ms = DbManifest(store, root)
         if ms.try_read(latest.id + 1) is not None:
             raise ConflictError(f"{root}: manifest {latest.id + 1} was written during destroy; "
                                 "the latest manifest is kept")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from slatelib.core.gc_plan import CompactionsState, LiveSet, checkpoint_manifest_ids
 from slatelib.core.manifest import Manifest
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -26,7 +27,6 @@ from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.paths import DbPaths, join
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.db_root import database_root
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def read_latest_manifest(
             below one).
         CorruptObjectError / UnsupportedFormatVersionError: the latest does not decode.
     """
-    ms = ManifestStore(store, root)
+    ms = DbManifest(store, root)
     got = ms.try_read(known_id) if known_id is not None else None
     if got is None:
         got = ms.try_read_latest()
@@ -98,7 +98,7 @@ def read_live_set(store: ObjectStore, root: str, latest: Versioned[Manifest]) ->
             it could not tell what the checkpoint protects).
         CorruptObjectError: a pinned manifest does not decode.
     """
-    ms = ManifestStore(store, root)
+    ms = DbManifest(store, root)
     pinned: dict[int, Manifest] = {}
     for mid in checkpoint_manifest_ids(latest.value):
         if mid == latest.id:

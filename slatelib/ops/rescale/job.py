@@ -29,6 +29,7 @@ from slatelib.core.rescale_plan import (
     same_job,
     with_split_keys,
 )
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction.execute import load_merge_operator
@@ -62,7 +63,7 @@ from slatelib.ops.rescale.validate import (
     source_checkpoints,
     thread_mapper,
 )
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class RescaleJob:
                  keys: Sequence[bytes] | None) -> RescaleReport | None:
         for plan in reversed(record.read_finished(self.store, sources[0])):
             if same_job(plan, self.kind, sources, targets, keys) is None:
-                if all(ManifestStore(self.store, t).try_read_latest() is not None
+                if all(DbManifest(self.store, t).try_read_latest() is not None
                        for t in targets):
                     record.release(self.store, sources, plan.job_id)  # killed in between
                     raw = self.store.get(record.finished_path(sources[0], plan.job_id))
@@ -226,7 +227,7 @@ class RescaleJob:
         """Step 3 for every source that has no job checkpoint yet (a rerun renews it)."""
         for i, src in enumerate(plan.sources):
             cp = uuid.UUID(src.checkpoint_id)
-            latest = ManifestStore(self.store, src.path).read_latest()
+            latest = DbManifest(self.store, src.path).read_latest()
             entry = next((s for s in self.report.sources if s["path"] == src.path), None)
             if entry is None:
                 entry = {"path": src.path}
@@ -234,7 +235,7 @@ class RescaleJob:
             entry["checkpoint_id"] = src.checkpoint_id
             targets = [t.path for t in plan.targets if any(p.source == i for p in t.parts)]
             cloned = [t for t in targets
-                      if ManifestStore(self.store, t).try_read_latest() is not None]
+                      if DbManifest(self.store, t).try_read_latest() is not None]
             if latest.value.checkpoint(cp) is None and cloned:
                 missing = [t for t in targets if t not in cloned]
                 if missing:
@@ -287,7 +288,7 @@ class RescaleJob:
         if plan.kind != SPLIT or plan.split_keys is not None:
             return plan
         src = plan.sources[0]
-        ms = ManifestStore(self.store, src.path)
+        ms = DbManifest(self.store, src.path)
         cp = ms.read_latest().value.checkpoint(uuid.UUID(src.checkpoint_id))
         if cp is None:  # pragma: no cover - prepare_sources created it
             raise InvalidDbStateError(f"checkpoint {src.checkpoint_id} of {src.path!r} is gone")
@@ -402,7 +403,7 @@ class RescaleJob:
             return got
 
         fused = None
-        segmented = any(ManifestStore(self.store, s.path).read_latest().value.has_segments
+        segmented = any(DbManifest(self.store, s.path).read_latest().value.has_segments
                         for s in plan.sources)
         if segmented:  # a segmented target is checked by the scan (docs/rfcs/0018-segments.md)
             log.info("rescale: segmented sources; every target is checked by the scan")
@@ -513,5 +514,5 @@ class RescaleJob:
                             "are still attached; nothing was released")
 
     def _delete_checkpoint(self, path: str, cp: uuid.UUID) -> None:
-        update_versioned(ManifestStore(self.store, path),
+        update_versioned(DbManifest(self.store, path),
                          lambda cur: remove_checkpoints(cur.value, {cp}), clock=self.clock)

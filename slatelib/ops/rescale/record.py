@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from slatelib.core.rescale_plan import RescalePlan
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     AlreadyExistsError,
     CommitStateUnknownError,
@@ -141,11 +142,10 @@ def written_so_far(store: ObjectStore, plan: RescalePlan) -> list[str]:
     out = [active_path(s) for s in plan.source_paths]
     if not plan.options.get("own_checkpoint", True):
         return out
-    from slatelib.store.manifest_store import ManifestStore
 
     for src in plan.sources:
         try:
-            latest = ManifestStore(store, src.path).try_read_latest()
+            latest = DbManifest(store, src.path).try_read_latest()
         except SlateError:
             continue
         if latest is not None and latest.value.checkpoint(uuid.UUID(src.checkpoint_id)):

@@ -57,6 +57,7 @@ from slatelib.core.rescale_plan import (
     span_union,
 )
 from slatelib.core.rescale_segments import check_disjoint_trees, check_keys_respect_segments
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.checkpoint import as_checkpoint_id
@@ -82,7 +83,7 @@ from slatelib.ops.rescale.source import SourceInfo, pinned_wal_data
 from slatelib.ops.rescale.targets import check_target_free
 from slatelib.ops.rescale.validate import Mapper
 from slatelib.paths import normalize_path
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 
 __all__ = ["DEFAULT_LIVE_WINDOW_S", "BatchRunner", "RescaleOptions", "RunnerFactory",
            "merge_databases", "split_database"]
@@ -268,7 +269,7 @@ def _given_checkpoint(store: ObjectStore, path: str, checkpoint: uuid.UUID,
         InvalidArgumentError: no such (unexpired) checkpoint, or its manifest has WAL data
             to replay (0.17 cannot project it).
     """
-    ms = ManifestStore(store, path)
+    ms = DbManifest(store, path)
     cp = ms.read_latest().value.checkpoint(checkpoint)
     if cp is None or cp.is_expired(clock.now_ms() / 1000):
         state = "unknown" if cp is None else "expired"

@@ -26,6 +26,7 @@ from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import Bound, BytesRange
 from slatelib.core.rescale_plan import Activity, live_writer_evidence
 from slatelib.core.row import MERGE
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
@@ -38,7 +39,7 @@ from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.output_options import plan_database_options
 from slatelib.paths import file_name, parse_wal_name
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.sst_options import settings_for
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
@@ -115,7 +116,7 @@ def read_source(store: ObjectStore, path: str, clock: Clock, *, live_window_s: f
         WalStoreMissingError: the store holds none of the manifest's WAL tail.
         CorruptObjectError: a WAL SST of the tail does not decode.
     """
-    ms = ManifestStore(store, path)
+    ms = DbManifest(store, path)
     latest = ms.try_read_latest()
     if latest is None:
         raise NotADatabaseRootError(path)
@@ -246,7 +247,7 @@ def settle_segmented_wal(store: ObjectStore, path: str, clock: Clock) -> StoredM
         FencedError: a writer opened the source meanwhile.
         UnsupportedFeatureError: WAL rows newer than the L0s are there now.
     """
-    latest = ManifestStore(store, path).read_latest()
+    latest = DbManifest(store, path).read_latest()
     latest = advance_replay_position(store, path, latest.value.writer_epoch, clock)
     left = remaining_wal_data(store, path, latest.value)
     if left:
@@ -271,7 +272,7 @@ def flush_wal_to_l0(store: ObjectStore, path: str, settings: Settings, clock: Cl
         FencedError: another writer opened the source meanwhile.
         InvalidDbStateError: WAL data is still there afterwards (named).
     """
-    ms = ManifestStore(store, path)
+    ms = DbManifest(store, path)
     if ms.try_read_latest() is None:
         raise NotADatabaseRootError(path)
     merge_operator = load_merge_operator(settings.compaction.merge_operator)
@@ -323,7 +324,7 @@ def advance_replay_position(store: ObjectStore, path: str, epoch: int, clock: Cl
     Raises:
         FencedError: a newer writer opened the database meanwhile.
     """
-    ms = ManifestStore(store, path)
+    ms = DbManifest(store, path)
     latest = ms.read_latest()
     through = _replayed_through(store, path, latest.value)
 
@@ -381,4 +382,4 @@ def ensure_checkpoint(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, *
                             checkpoint_id=checkpoint_id)
         return add_checkpoint(cur.value, cp)
 
-    return update_versioned(ManifestStore(store, path), mutate, clock=clock)
+    return update_versioned(DbManifest(store, path), mutate, clock=clock)

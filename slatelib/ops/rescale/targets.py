@@ -31,6 +31,7 @@ from slatelib.core.checkpoints import remove_checkpoints
 from slatelib.core.gc_plan import plan_detach
 from slatelib.core.manifest import ExternalDb, Manifest
 from slatelib.core.rescale_plan import PlanTarget, RescalePlan
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     InvalidArgumentError,
     InvalidDbStateError,
@@ -45,7 +46,7 @@ from slatelib.ops.gc.state import read_live_set
 from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
 from slatelib.store.claim_store import ClaimStore
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def check_target_free(store: ObjectStore, path: str) -> None:
     Raises:
         InvalidArgumentError: a database (or what is left of one) is there.
     """
-    if ManifestStore(store, path).try_read_latest() is not None:
+    if DbManifest(store, path).try_read_latest() is not None:
         raise InvalidArgumentError(f"target {path!r} already exists (it has a manifest); "
                                    "choose another path; nothing was written")
     leftovers = layout_objects(store, DbPaths(path))
@@ -106,7 +107,7 @@ def read_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
             destroyed while the job ran (a rerun must not report it done: its validation may
             be an earlier run's).
     """
-    latest = ManifestStore(store, target.path).try_read_latest()
+    latest = DbManifest(store, target.path).try_read_latest()
     if latest is not None and not is_job_target(latest.value, plan, target):
         raise InvalidDbStateError(
             f"target {target.path!r} is not a clone made by rescale job {plan.job_id} "
@@ -152,7 +153,7 @@ def compact_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     Raises:
         SlateError: as :func:`run_compaction`.
     """
-    latest = ManifestStore(store, target.path).read_latest()
+    latest = DbManifest(store, target.path).read_latest()
     if not source_ssts(latest.value, plan):
         return {"outcome": "not_needed"}
     cs = replace(settings.compaction, checkpoint_lifetime=0.0)
@@ -176,7 +177,7 @@ def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     """
     remove_expired_checkpoints(store, target.path, clock)
     drop_superseded_claim_markers(store, target.path, clock)
-    latest = ManifestStore(store, target.path).read_latest()
+    latest = DbManifest(store, target.path).read_latest()
     live = read_live_set(store, target.path, latest)
     detachable = {e.final_checkpoint_id: e for e in plan_detach(live)
                   if e.path in plan.source_paths}
@@ -218,7 +219,7 @@ def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -
     Raises:
         ConflictError: the manifest kept conflicting.
     """
-    ms = ManifestStore(store, path)
+    ms = DbManifest(store, path)
     latest = ms.read_latest()
     if not latest.value.checkpoints:
         return 0

@@ -31,6 +31,7 @@ from typing import Any, TypeVar, cast
 from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_check import RangeStats, compare_stats
 from slatelib.core.rescale_plan import RescalePlan, balanced_split_keys
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     DataError,
     InvalidArgumentError,
@@ -44,7 +45,6 @@ from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.plan_io import fine_anchors
 from slatelib.ops.rescale.balance import manifest_views
 from slatelib.reader import DbReader
-from slatelib.store.manifest_store import ManifestStore
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +189,11 @@ def reading_checkpoint(store: ObjectStore, plan: RescalePlan, source: int) -> st
         InvalidDbStateError: neither is there any more.
     """
     src = plan.sources[source]
-    latest = ManifestStore(store, src.path).read_latest().value
+    latest = DbManifest(store, src.path).read_latest().value
     if latest.checkpoint(uuid.UUID(src.checkpoint_id)) is not None:
         return src.checkpoint_id
     for t in plan.targets:
-        m = ManifestStore(store, t.path).try_read_latest()
+        m = DbManifest(store, t.path).try_read_latest()
         for e in () if m is None else m.value.external_dbs:
             if (e.path == src.path and str(e.source_checkpoint_id) == src.checkpoint_id
                     and e.final_checkpoint_id is not None
@@ -275,7 +275,7 @@ def chunk_tasks(store: ObjectStore, plan: RescalePlan, target: int, merge_operat
     """
     spec = store.spec
     t = plan.targets[target]
-    latest = ManifestStore(store, t.path).try_read_latest()
+    latest = DbManifest(store, t.path).try_read_latest()
     cuts: list[bytes | None] = [None]
     cuts += [] if latest is None else target_cuts(store, t.path, latest.value, chunks=chunks)
     cuts.append(None)
