@@ -155,11 +155,12 @@ def commit_reported(store: ObjectStore, root: str, cid: int) -> None:
     from slatelib.clock import SYSTEM_CLOCK
     from slatelib.core.compaction_worker import spec_of
     from slatelib.core.compactions import CompactionStatus
+    from slatelib.db_manifest import DbManifest
     from slatelib.ops.compaction.commit import commit_manifest
 
     c = compaction_entry(store, root, cid)
     assert c.status == CompactionStatus.COMPACTED
-    ms = ManifestStore(store, root)
+    ms = DbManifest(store, root)
     spec = spec_of(c, ms.read_latest().value)
     outs = [SstHandle(o.id, o.info, o.format_version) for o in c.output_ssts]
     commit_manifest(ms, [spec], [outs], epoch=ms.read_latest().value.compactor_epoch,

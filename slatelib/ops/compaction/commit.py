@@ -12,10 +12,13 @@ Order (the same as 0.17.0's compactor):
    :func:`commit_manifest` applies the compaction with one manifest CAS, rebased on conflict
    (:mod:`slatelib.core.compaction_apply`); finally Completed (or Failed).
 
-Every step goes through :func:`slatelib.txn.update_versioned`, whose mutations here are
-idempotent: after a lost response the latest version is re-read and a write that landed is
-recognised (the epoch is ours; the entry is there; the commit's checkpoint marker is there),
-so nothing is done twice. A fenced compactor stops at once and leaves its outputs to GC.
+Every step goes through :func:`slatelib.txn.transact` ("fence, deadline, did it land"),
+whose steps here are pure and idempotent: after a lost response the latest version is
+re-read and a write that landed is recognised (the epoch is ours; the entry is there; the
+commit's checkpoint marker is there), so nothing is done twice. The fence's I/O (reading
+the compactions file and the claim records, writing our claim record) happens before its
+CAS loop, so a retried CAS repeats none of it. A fenced compactor stops at once and leaves
+its outputs to GC.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 from slatelib.clock import Clock
 from slatelib.core.checkpoints import (
@@ -49,40 +51,20 @@ from slatelib.core.compactor_claim import (
 )
 from slatelib.core.invariants import check_compactor_epoch
 from slatelib.core.manifest import Manifest, SstHandle
-from slatelib.errors import CompactorActiveError, ConflictError, SlateError, UnavailableError
+from slatelib.db_manifest import DbManifest
+from slatelib.errors import CompactorActiveError, ConflictError, SlateError
 from slatelib.store.claim_store import ClaimStore, judge_manifest
 from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
-from slatelib.txn import update_versioned
+from slatelib.txn import Deadline, transact
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 
-class UpdateTimeoutError(UnavailableError):
-    """A driver-side write was not done within ``manifest_update_timeout``. The latest state
-    was read and does not hold the change, so the outcome is known: not written."""
-
-
-def _deadline(clock: Clock, timeout_s: float, what: str,
-              mutate: Callable[[Versioned[T]], T | None]) -> Callable[[Versioned[T]], T | None]:
-    """``mutate`` that gives up once ``timeout_s`` (``manifest_update_timeout``) passed.
-
-    The latest version is still checked first: when ``mutate`` finds its change already
-    there (returns None: a write whose response was lost landed) that is the answer, even
-    past the deadline; only writing again is refused.
-    """
-    start = clock.monotonic_s()
-
-    def wrapped(cur: Versioned[T]) -> T | None:
-        new = mutate(cur)
-        if new is not None and clock.monotonic_s() - start > timeout_s:
-            raise UpdateTimeoutError(f"{what}: not done within {timeout_s:g}s of retries")
-        return new
-
-    return wrapped
+def _deadline(clock: Clock, timeout_s: float, what: str) -> Deadline:
+    """The ``manifest_update_timeout`` of one driver-side write, from now."""
+    return Deadline.starting_now(clock, timeout_s, what)
 
 
 @dataclass(frozen=True)
@@ -106,7 +88,7 @@ class ClaimIdentity:
     pid: int = field(default_factory=os.getpid)
 
 
-def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
+def fence_compactor(manifests: DbManifest, compactions: CompactionsStore, *,
                     clock: Clock, timeout_s: float, takeover: bool = False,
                     identity: ClaimIdentity | None = None) -> CompactorClaim:
     """Become the database's compactor (step 1 of the module docstring).
@@ -125,22 +107,21 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
     """
     who = identity or ClaimIdentity()
     claims = ClaimStore(manifests.store, manifests.root)
+    deadline = _deadline(clock, timeout_s, "fence manifest")
     tried: list[ClaimRecord] = []
     verdicts: list[ClaimVerdict] = []
-    superseded: dict[int, set[uuid.UUID]] = {}
 
-    def stale_markers(epoch: int) -> set[uuid.UUID]:
-        """Markers of our claims of epochs up to ``epoch``, which this fence supersedes: a
-        run that failed after its fence (its commit drops the marker) left it pinning its
-        fence manifest, and the SSTs that manifest references, for a day (finding K3)."""
-        if epoch not in superseded:
-            superseded[epoch] = claims.markers_up_to(epoch)
-        return superseded[epoch]
+    def landed(m: Manifest) -> bool:
+        return any(fence_marker_landed(m, r) for r in tried)
 
-    def bump(cur: Versioned[Manifest]) -> Manifest | None:
+    written: Versioned[Manifest] | None = None
+    while written is None:  # one round per compactor epoch seen (a new judgement)
+        cur = manifests.read_latest()
         check_compactable(cur.value)
-        if any(fence_marker_landed(cur.value, r) for r in tried):
-            return None  # our fence landed; its response was lost
+        if landed(cur.value):  # our fence landed; its response was lost
+            written = cur
+            break
+        # I/O before the CAS loop: judge the epoch, write our claim record.
         comp = compactions.try_read_latest()
         verdict = judge_manifest(manifests, claims, cur.value, compactions_epoch=None
                                  if comp is None else comp.value.compactor_epoch)
@@ -152,29 +133,25 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
                 raise CompactorActiveError(verdict.refusal(manifests.root))
             log.warning("taking the compactor epoch over (--takeover) [db=%s, epoch=%d, "
                         "holder=%s]", manifests.root, verdict.epoch, verdict.reason)
-        now_ms = clock.now_ms()
         record = ClaimRecord(
             epoch=cur.value.compactor_epoch + 1, run_id=who.run_id, state=ClaimState.CLAIMING,
             base_manifest_id=cur.id, marker=uuid.uuid4(), mode=who.mode, host=who.host,
-            pid=who.pid, at_ms=now_ms,
+            pid=who.pid, at_ms=clock.now_ms(),
         )
-        claims.put(record)
-        tried.append(record)
-        base = cur.value
-        stale = stale_markers(cur.value.compactor_epoch)
+        stale = claims.markers_up_to(cur.value.compactor_epoch)
         if verdict.record is not None:
             stale = stale | {verdict.record.marker}
-        if stale & {c.id for c in base.checkpoints}:
-            base = remove_checkpoints(base, stale) or base  # earlier runs' fence markers
-        marker = new_checkpoint(base, cur.id + 1, now_s=now_ms / 1000.0,
-                                lifetime_s=CLAIM_MARKER_LIFETIME_S, checkpoint_id=record.marker)
-        return replace(add_checkpoint(base, marker), compactor_epoch=base.compactor_epoch + 1)
-
-    written = update_versioned(manifests, _deadline(clock, timeout_s, "fence manifest", bump),
-                               clock=clock)
+        claims.put(record)
+        tried.append(record)
+        try:
+            written = manifests.update(
+                fence_step(record, stale, clock), clock=clock, current=cur, landed=landed,
+                deadline=deadline, what=f"fence of {manifests.root!r}")
+        except _EpochMoved:
+            continue  # another compactor fenced meanwhile: judge the new epoch
     epoch = written.value.compactor_epoch
     mine = next((r for r in tried if fence_marker_landed(written.value, r)), None)
-    if mine is None:  # pragma: no cover - update_versioned returned a version not ours
+    if mine is None:  # pragma: no cover - transact checked that it landed
         raise ConflictError(f"fence of {manifests.root!r} did not land")
     claims.put(replace(mine, state=ClaimState.CLAIMED, manifest_id=written.id,
                        at_ms=clock.now_ms()))
@@ -186,6 +163,36 @@ def fence_compactor(manifests: ManifestStore, compactions: CompactionsStore, *,
                       committed=written.value.referenced_sst_ids())
     log.info("compactor fenced [epoch=%d, manifest_id=%d]", epoch, written.id)
     return CompactorClaim(epoch, written, verdicts[0] if verdicts else None, mine.marker)
+
+
+class _EpochMoved(Exception):
+    """The compactor epoch changed since it was judged: the fence needs a new judgement."""
+
+
+def fence_step(record: ClaimRecord, stale: Set[uuid.UUID], clock: Clock
+               ) -> Callable[[Versioned[Manifest]], Manifest | None]:
+    """The fence CAS step of claim ``record``: a pure function of the version it is given.
+    It bumps ``compactor_epoch`` to ``record.epoch``, adds the record's marker checkpoint
+    (pinning the fence manifest) and drops the ``stale`` markers of earlier runs of ours
+    (a run that failed after its fence left its marker pinning its fence manifest, and
+    the SSTs that manifest references, for a day: finding K3).
+
+    Raises (when applied):
+        _EpochMoved: the version is at another epoch than the one judged.
+        InvalidDbStateError / UnsupportedFeatureError: the database cannot be compacted.
+    """
+    def bump(cur: Versioned[Manifest]) -> Manifest | None:
+        check_compactable(cur.value)
+        if cur.value.compactor_epoch + 1 != record.epoch:
+            raise _EpochMoved()
+        base = cur.value
+        if stale & {c.id for c in base.checkpoints}:
+            base = remove_checkpoints(base, set(stale)) or base  # earlier runs' fence markers
+        marker = new_checkpoint(base, cur.id + 1, now_s=clock.now_ms() / 1000.0,
+                                lifetime_s=CLAIM_MARKER_LIFETIME_S, checkpoint_id=record.marker)
+        return replace(add_checkpoint(base, marker), compactor_epoch=base.compactor_epoch + 1)
+
+    return bump
 
 
 def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock,
@@ -208,8 +215,8 @@ def claim_compactions(compactions: CompactionsStore, epoch: int, *, clock: Clock
             return None  # our own write, whose response was lost
         return take_over(cur.value, epoch, committed)
 
-    return update_versioned(compactions, _deadline(clock, timeout_s, "claim compactions", claim),
-                            clock=clock)
+    return transact(compactions, claim, clock=clock,
+                    deadline=_deadline(clock, timeout_s, "claim compactions"))
 
 
 def record_compaction(compactions: CompactionsStore, epoch: int, *entries: Compaction,
@@ -225,8 +232,8 @@ def record_compaction(compactions: CompactionsStore, epoch: int, *entries: Compa
             return None
         return record(cur.value, epoch, *entries)
 
-    update_versioned(compactions, _deadline(clock, timeout_s, "record compaction", add),
-                     clock=clock)
+    transact(compactions, add, clock=clock, deadline=_deadline(clock, timeout_s,
+                                                                 "record compaction"))
 
 
 def mark_compaction(compactions: CompactionsStore, epoch: int, compaction_id: int,
@@ -253,7 +260,7 @@ def mark_compactions(compactions: CompactionsStore, epoch: int, moves: Sequence[
     def move(cur: Versioned[Compactions]) -> Compactions | None:
         return finish_all(cur.value, epoch, moves)
 
-    update_versioned(compactions, _deadline(clock, timeout_s, what, move), clock=clock)
+    transact(compactions, move, clock=clock, deadline=_deadline(clock, timeout_s, what))
 
 
 def mark_compaction_quietly(compactions: CompactionsStore, epoch: int,
@@ -280,7 +287,7 @@ class CommitOutcome:
 
 
 def commit_manifest(
-    manifests: ManifestStore,
+    manifests: DbManifest,
     specs: Sequence[CompactionSpec],
     outputs: Sequence[Sequence[SstHandle]],
     *,
@@ -313,9 +320,6 @@ def commit_manifest(
 
     def apply(cur: Versioned[Manifest]) -> Manifest | None:
         nonlocal attempts
-        if landed(cur.value):
-            return None
-        check_compactor_epoch(cur.value, epoch)
         check_writable_state(cur.value, "compaction commit")
         attempts += 1
         cp = new_checkpoint(cur.value, cur.id, now_s=clock.now_ms() / 1000.0,
@@ -325,10 +329,10 @@ def commit_manifest(
             base = remove_checkpoints(base, {drop_checkpoint}) or base
         return apply_compactions(base, specs, outputs, epoch=epoch, checkpoint=cp)
 
-    result = update_versioned(manifests, _deadline(clock, timeout_s, "compaction commit", apply),
-                              clock=clock)
-    if not landed(result.value):  # pragma: no cover - update_versioned returned unwritten
-        raise ConflictError("compaction commit did not land")
+    result = manifests.update(apply, clock=clock, landed=landed,
+                              fence=lambda m: check_compactor_epoch(m, epoch),
+                              deadline=_deadline(clock, timeout_s, "compaction commit"),
+                              what="compaction commit")
     log.info("compaction committed [manifest_id=%d, rebases=%d, compactions=%d, outputs=%d]",
              result.id, max(0, attempts - 1), len(specs), len(output_ids))
     return CommitOutcome(result, max(0, attempts - 1), marker)

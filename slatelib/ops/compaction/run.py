@@ -60,7 +60,6 @@ from slatelib.objstore import ObjectStore, with_wal_store
 from slatelib.ops.compaction.commit import (
     CommitOutcome,
     CompactorClaim,
-    UpdateTimeoutError,
     commit_manifest,
     fence_compactor,
     mark_compaction_quietly,
@@ -89,11 +88,11 @@ from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute
 from slatelib.ops.compaction.task import CompactionResult, CompactionTask
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
+from slatelib.txn import UpdateTimeoutError
 
 __all__ = [
     "CompactionJob",
@@ -111,7 +110,7 @@ class CompactionJob:
     a segmented database (``compaction_ids[i]`` is the compactions-file id of
     ``specs[i]``)."""
 
-    manifests: ManifestStore
+    manifests: DbManifest
     compactions: CompactionsStore
     specs: tuple[CompactionSpec, ...]
     claim: CompactorClaim
@@ -209,7 +208,7 @@ class _Run:
     slots: int
     clock: Clock
     options: PlanOptions
-    manifests: ManifestStore
+    manifests: DbManifest
     compactions: CompactionsStore
     takeover: bool = False
     started: float = field(default_factory=time.perf_counter)
