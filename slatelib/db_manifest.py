@@ -44,6 +44,36 @@ log = logging.getLogger(__name__)
 Step = Callable[[StoredManifest], Manifest | None]
 
 
+def checkpoint_step(
+    checkpoint_id: uuid.UUID,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    lifetime_s: float | None = None,
+    source: uuid.UUID | None = None,
+    name: str | None = None,
+    renew: bool = False,
+    check: Callable[[Manifest], None] | None = None,
+    also: Callable[[Manifest], Manifest] | None = None,
+) -> Step:
+    """The pure step of :meth:`DbManifest.create_checkpoint` (applied without writing, it
+    checks that the checkpoint can be created)."""
+    def step(cur: StoredManifest) -> Manifest | None:
+        now_s = clock.now_ms() / 1000
+        if cur.value.checkpoint(checkpoint_id) is not None:
+            if not renew:
+                return None  # there already: an earlier attempt landed, or a rerun
+            return refresh_checkpoint(cur.value, checkpoint_id, now_s=now_s,
+                                      lifetime_s=lifetime_s)
+        if check is not None:
+            check(cur.value)
+        cp = new_checkpoint(cur.value, cur.id + 1, now_s=now_s, lifetime_s=lifetime_s,
+                            source=source, name=name, checkpoint_id=checkpoint_id)
+        out = add_checkpoint(cur.value, cp)
+        return out if also is None else also(out)
+
+    return step
+
+
 class DbManifest(ManifestStore):
     """The manifest versions of the database at ``root`` and every change to them."""
 
@@ -93,20 +123,8 @@ class DbManifest(ManifestStore):
             InvalidArgumentError: a bad lifetime or name.
         """
         cid = checkpoint_id or uuid.uuid4()
-
-        def step(cur: StoredManifest) -> Manifest | None:
-            now_s = clock.now_ms() / 1000
-            if cur.value.checkpoint(cid) is not None:
-                if not renew:
-                    return None
-                return refresh_checkpoint(cur.value, cid, now_s=now_s, lifetime_s=lifetime_s)
-            if check is not None:
-                check(cur.value)
-            cp = new_checkpoint(cur.value, cur.id + 1, now_s=now_s, lifetime_s=lifetime_s,
-                                source=source, name=name, checkpoint_id=cid)
-            out = add_checkpoint(cur.value, cp)
-            return out if also is None else also(out)
-
+        step = checkpoint_step(cid, clock=clock, lifetime_s=lifetime_s, source=source,
+                               name=name, renew=renew, check=check, also=also)
         stored = self.update(step, clock=clock, current=current, what="create checkpoint")
         cp = stored.value.checkpoint(cid)
         assert cp is not None

@@ -36,7 +36,6 @@ from slatelib.core.checkpoints import (
     plan_reader_checkpoint,
     refresh_checkpoint,
     refresh_due,
-    remove_checkpoints,
     tree_changed,
 )
 from slatelib.core.manifest import Checkpoint, Manifest
@@ -399,9 +398,7 @@ class DbReader:
             cp = self._checkpoint if self.mode == "managed" else None
         if cp is not None:
             try:
-                update_versioned(self.manifests,
-                                 lambda cur: remove_checkpoints(cur.value, {cp.id}),
-                                 clock=self._clock)
+                self.manifests.delete_checkpoints({cp.id}, clock=self._clock)
             except SlateError as exc:
                 log.warning("could not delete the reader checkpoint [path=%s, checkpoint=%s, "
                             "error=%s]", self.path, cp.id, exc)

@@ -45,9 +45,9 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
-from slatelib.core.checkpoints import add_checkpoint, new_checkpoint
 from slatelib.core.clone_plan import (
     CloneSource,
     PinnedSource,
@@ -60,7 +60,7 @@ from slatelib.core.clone_plan import (
 )
 from slatelib.core.external_dbs import check_external_dbs
 from slatelib.core.manifest import ExternalDb, Manifest
-from slatelib.db_manifest import DbManifest
+from slatelib.db_manifest import DbManifest, checkpoint_step
 from slatelib.errors import (
     CommitStateUnknownError,
     ConflictError,
@@ -75,7 +75,6 @@ from slatelib.ops.destroy import DELETING_MARKER, layout_objects
 from slatelib.paths import DbPaths, is_under, join, normalize_path
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -180,17 +179,13 @@ def _final_checkpoint_step(
     """
     final_id = entry.final_checkpoint_id
     assert final_id is not None
+    return checkpoint_step(final_id, clock=clock, source=entry.source_checkpoint_id,
+                           check=partial(_check_initialized, entry.path))
 
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        if not cur.value.initialized:
-            raise InvalidDbStateError(f"external database {entry.path!r} is not initialized")
-        if cur.value.checkpoint(final_id) is not None:
-            return None
-        cp = new_checkpoint(cur.value, cur.id + 1, now_s=clock.now_ms() / 1000,
-                            source=entry.source_checkpoint_id, checkpoint_id=final_id)
-        return add_checkpoint(cur.value, cp)
 
-    return mutate
+def _check_initialized(path: str, m: Manifest) -> None:
+    if not m.initialized:
+        raise InvalidDbStateError(f"external database {path!r} is not initialized")
 
 
 def _check_final_checkpoint_step(store: ObjectStore, entry: ExternalDb, clock: Clock
@@ -213,8 +208,8 @@ def _ensure_final_checkpoint(store: ObjectStore, entry: ExternalDb, clock: Clock
                              current: StoredManifest | None = None) -> None:
     """Step 5 for one external database (``current``: its manifest as just read, tried
     first; a newer one makes the write conflict and the loop read again)."""
-    update_versioned(DbManifest(store, entry.path), _final_checkpoint_step(entry, clock),
-                     clock=clock, current=current)
+    DbManifest(store, entry.path).update(_final_checkpoint_step(entry, clock), clock=clock,
+                                         current=current, what="final checkpoint")
 
 
 def _check_parent(parent_root: str, parent: StoredManifest) -> None:
@@ -410,14 +405,14 @@ def _copy_wal(store: ObjectStore, parent: str, clone: str, after: int, last: int
     return copied
 
 
-def _initialize(manifests: ManifestStore, clock: Clock,
+def _initialize(manifests: DbManifest, clock: Clock,
                 current: StoredManifest | None = None) -> StoredManifest:
     """Step 7 (``current``: the clone's manifest as last written or read by this attempt,
     tried first; a newer one makes the write conflict and the loop read again)."""
     def mutate(cur: StoredManifest) -> Manifest | None:
         return None if cur.value.initialized else replace(cur.value, initialized=True)
 
-    return update_versioned(manifests, mutate, clock=clock, current=current)
+    return manifests.update(mutate, clock=clock, current=current, what="initialize clone")
 
 
 def create_clone(

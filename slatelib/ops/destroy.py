@@ -34,15 +34,12 @@ release (as in 0.17's ``Admin.delete_db``); it is reported in ``missing_parents`
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, replace
-from functools import partial
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.checkpoints import (
     is_writer_checkpoint,
     live_checkpoints,
-    remove_checkpoints,
     without_writer_checkpoints,
 )
 from slatelib.core.external_dbs import check_external_dbs
@@ -53,13 +50,12 @@ from slatelib.errors import (
     CorruptObjectError,
     InvalidDbStateError,
     ManifestMissingError,
-    ObjectMissingError,
 )
 from slatelib.objstore import ObjectStore, main_store_of
 from slatelib.paths import DbPaths, is_under, join, normalize_path
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
+from slatelib.store.presence import object_exists
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 from slatelib.writer.fencing import fence_wal
 
 log = logging.getLogger(__name__)
@@ -154,7 +150,7 @@ def _check_externals(root: str, stored: StoredManifest) -> None:
     check_external_dbs(root, stored.value, manifest_id=stored.id)
 
 
-def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
+def _soft(store: ObjectStore, manifests: DbManifest, clock: Clock) -> DestroyReport:
     latest = manifests.read_latest()
     _check_externals(manifests.root, latest)
     if latest.value.destroyed_at_s is not None:
@@ -169,19 +165,19 @@ def _soft(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
         return replace(without_writer_checkpoints(m), writer_epoch=m.writer_epoch + 1,
                        compactor_epoch=m.compactor_epoch + 1)
 
-    claimed = update_versioned(manifests, claim, clock=clock, current=latest)
+    claimed = manifests.update(claim, clock=clock, current=latest, what="soft destroy fence")
     epoch = claimed.value.writer_epoch
     if claimed.value.destroyed_at_s is None:
         wal = WalStore(store, manifests.root)
         fence_wal(wal.store, wal, manifests, claimed.value, epoch)
 
     def mark(cur: StoredManifest) -> Manifest | None:
-        check_writer_epoch(cur.value, epoch)
         if cur.value.destroyed_at_s is not None:
             return None
         return replace(cur.value, destroyed_at_s=clock.now_ms() // 1000)
 
-    done = update_versioned(manifests, mark, clock=clock)
+    done = manifests.update(mark, clock=clock, fence=lambda m: check_writer_epoch(m, epoch),
+                            what="soft destroy")
     log.info("database soft-destroyed [path=%s, destroyed_at_s=%s]", manifests.root,
              done.value.destroyed_at_s)
     return DestroyReport(manifests.root, True, done.value.destroyed_at_s)
@@ -193,10 +189,6 @@ def layout_objects(store: ObjectStore, paths: DbPaths) -> list[str]:
     for d in _dirs(paths):
         out.extend(m.path for m in store.list(d))
     return out
-
-
-def _without_checkpoint(cur: StoredManifest, *, checkpoint_id: uuid.UUID) -> Manifest | None:
-    return remove_checkpoints(cur.value, {checkpoint_id})
 
 
 def _check_parents(store: ObjectStore, root: str, stored: StoredManifest) -> None:
@@ -229,7 +221,7 @@ def _release_parents(
             continue
         parent = DbManifest(store, e.path)
         try:
-            update_versioned(parent, partial(_without_checkpoint, checkpoint_id=final), clock=clock)
+            parent.delete_checkpoint(final, clock=clock)
         except ManifestMissingError:
             # Nothing left to release (as 0.17's delete_db), or not this store's database.
             log.warning("destroy found no parent manifest [root=%s, parent=%s, store=%s]",
@@ -240,7 +232,7 @@ def _release_parents(
     return tuple(released), tuple(missing)
 
 
-def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> DestroyReport:
+def _hard(store: ObjectStore, manifests: DbManifest, clock: Clock) -> DestroyReport:
     root = manifests.root
     paths = DbPaths(root)
     marker = join(root, DELETING_MARKER)
@@ -249,7 +241,7 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     missing: tuple[str, ...] = ()
     destroyed_at: int | None = None
     if latest is None:
-        if not _exists(store, marker):
+        if not object_exists(store, marker):
             leftovers = layout_objects(store, paths)
             if leftovers:
                 raise InvalidDbStateError(
@@ -260,7 +252,7 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
     else:
         _check_externals(root, latest)
         plan_hard_destroy_mark(latest.value, clock.now_ms() // 1000)  # checkpoints
-        if not _exists(store, marker):  # a rerun may have deleted the WAL already
+        if not object_exists(store, marker):  # a rerun may have deleted the WAL already
             WalStore(store, root).check_tail(latest.value, manifest_id=latest.id)
         _check_parents(store, root, latest)
 
@@ -268,7 +260,7 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
             _check_externals(root, cur)
             return plan_hard_destroy_mark(cur.value, clock.now_ms() // 1000)
 
-        latest = update_versioned(manifests, mark, clock=clock, current=latest)
+        latest = manifests.update(mark, clock=clock, current=latest, what="hard destroy mark")
         destroyed_at = latest.value.destroyed_at_s
         released, missing = _release_parents(store, root, latest.value, clock)
         store.put(marker, b"")
@@ -293,11 +285,3 @@ def _hard(store: ObjectStore, manifests: ManifestStore, clock: Clock) -> Destroy
 def _dirs(paths: DbPaths) -> tuple[str, ...]:
     return (paths.manifest_dir, paths.wal_dir, paths.compacted_dir, paths.compactions_dir,
             paths.gc_dir, paths.claims_dir, paths.rescale_dir)
-
-
-def _exists(store: ObjectStore, path: str) -> bool:
-    try:
-        store.head(path)
-    except ObjectMissingError:
-        return False
-    return True

@@ -53,6 +53,7 @@ from slatelib.errors import (
 from slatelib.objstore import ObjectStore, wal_store_of
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.presence import object_exists
 from slatelib.store.wal_store import WalStore
 from slatelib.txn import update_versioned
 from slatelib.writer.manifest_rules import check_openable, plan_writer_claim
@@ -140,14 +141,6 @@ def _refresh_epoch(manifests: ManifestStore, epoch: int,
     return latest
 
 
-def _exists(store: ObjectStore, path: str) -> bool:
-    try:
-        store.head(path)
-    except ObjectMissingError:
-        return False
-    return True
-
-
 def _wal_sizes_above(store: ObjectStore, wal: WalStore, after: int) -> dict[int, int]:
     """Listed WAL ids above ``after`` and their object sizes."""
     sizes: dict[int, int] = {}
@@ -219,7 +212,7 @@ def fence_wal(
         except AlreadyExistsError:
             pass
         except CommitStateUnknownError:
-            if not _exists(store, path):
+            if not object_exists(store, path):
                 continue  # it did not land: retry the same id
             # An empty object is there: ours or another opener's; take the next id.
         # An older writer is still writing: jump to its current head (0.17 steps by one,

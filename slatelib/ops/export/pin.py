@@ -23,15 +23,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
-from slatelib.core.checkpoints import add_checkpoint, check_writable_state, new_checkpoint
+from slatelib.core.checkpoints import check_writable_state
 from slatelib.core.manifest import Checkpoint, Manifest
 from slatelib.db_manifest import DbManifest
 from slatelib.errors import InvalidDbStateError, ObjectMissingError
 from slatelib.objstore import ObjectStore
 from slatelib.ops.checkpoint import delete_checkpoint
-from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -110,20 +108,13 @@ def create_read_checkpoint(store: ObjectStore, path: str, *, name: str, lifetime
     wal.check_tail(latest.value, manifest_id=latest.id)  # before the checkpoint is written
     last_wal = wal.last_wal_id(latest.value.replay_after_wal_id)
 
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        if cur.value.checkpoint(checkpoint_id) is not None:
-            return None  # our earlier attempt landed
-        check_writable_state(cur.value, "export checkpoint")
-        cp = new_checkpoint(cur.value, cur.id + 1, now_s=clock.now_ms() / 1000,
-                            lifetime_s=lifetime_s, name=name, checkpoint_id=checkpoint_id)
-        out = add_checkpoint(cur.value, cp)
-        if last_wal > out.wal_id_last_seen:
-            out = replace(out, wal_id_last_seen=last_wal)
-        return out
+    def seen_wal(m: Manifest) -> Manifest:
+        return replace(m, wal_id_last_seen=last_wal) if last_wal > m.wal_id_last_seen else m
 
-    stored = update_versioned(manifests, mutate, clock=clock, current=latest)
-    cp = stored.value.checkpoint(checkpoint_id)
-    assert cp is not None
+    cp, stored = manifests.create_checkpoint(
+        clock=clock, lifetime_s=lifetime_s, name=name, checkpoint_id=checkpoint_id,
+        check=lambda m: check_writable_state(m, "export checkpoint"), also=seen_wal,
+        current=latest)
     pinned = stored if stored.id == cp.manifest_id else manifests.read(cp.manifest_id)
     log.info("read checkpoint created [path=%s, id=%s, manifest_id=%d, expire_time_s=%s]",
              path, cp.id, cp.manifest_id, cp.expire_time_s)

@@ -17,7 +17,6 @@ from typing import Any
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
-from slatelib.core.checkpoints import remove_checkpoints
 from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_check import check_tiling
 from slatelib.core.rescale_fanout import Fanout, plan_fanout
@@ -64,7 +63,6 @@ from slatelib.ops.rescale.validate import (
     thread_mapper,
 )
 from slatelib.store.manifest_store import StoredManifest
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -514,5 +512,4 @@ class RescaleJob:
                             "are still attached; nothing was released")
 
     def _delete_checkpoint(self, path: str, cp: uuid.UUID) -> None:
-        update_versioned(DbManifest(self.store, path),
-                         lambda cur: remove_checkpoints(cur.value, {cp}), clock=self.clock)
+        DbManifest(self.store, path).delete_checkpoint(cp, clock=self.clock)

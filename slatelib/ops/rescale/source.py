@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
-from slatelib.core.checkpoints import add_checkpoint, new_checkpoint, refresh_checkpoint
 from slatelib.core.invariants import check_writer_epoch
 from slatelib.core.manifest import Manifest
 from slatelib.core.ranges import Bound, BytesRange
@@ -42,7 +41,6 @@ from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.sst_options import settings_for
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 from slatelib.writer import Db
 
 log = logging.getLogger(__name__)
@@ -338,7 +336,7 @@ def advance_replay_position(store: ObjectStore, path: str, epoch: int, clock: Cl
 
     if through <= latest.value.replay_after_wal_id:
         return latest
-    return update_versioned(ms, mutate, clock=clock, current=latest)
+    return ms.update(mutate, clock=clock, current=latest, what="advance replay position")
 
 
 def remaining_wal_data(store: ObjectStore, path: str, m: Manifest) -> str | None:
@@ -373,13 +371,6 @@ def ensure_checkpoint(store: ObjectStore, path: str, checkpoint_id: uuid.UUID, *
     Raises:
         InvalidDbStateError: the source cannot take a checkpoint (uninitialized, destroyed).
     """
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        now_s = clock.now_ms() / 1000
-        if cur.value.checkpoint(checkpoint_id) is not None:
-            return refresh_checkpoint(cur.value, checkpoint_id, now_s=now_s,
-                                      lifetime_s=lifetime_s)
-        cp = new_checkpoint(cur.value, cur.id + 1, now_s=now_s, lifetime_s=lifetime_s,
-                            checkpoint_id=checkpoint_id)
-        return add_checkpoint(cur.value, cp)
-
-    return update_versioned(DbManifest(store, path), mutate, clock=clock)
+    _, stored = DbManifest(store, path).create_checkpoint(
+        clock=clock, lifetime_s=lifetime_s, checkpoint_id=checkpoint_id, renew=True)
+    return stored

@@ -27,7 +27,6 @@ from typing import Any
 
 from slatelib.clock import Clock
 from slatelib.config import Settings
-from slatelib.core.checkpoints import remove_checkpoints
 from slatelib.core.gc_plan import plan_detach
 from slatelib.core.manifest import ExternalDb, Manifest
 from slatelib.core.rescale_plan import PlanTarget, RescalePlan
@@ -47,7 +46,6 @@ from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
 from slatelib.store.claim_store import ClaimStore
 from slatelib.store.manifest_store import StoredManifest
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -224,14 +222,9 @@ def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -
     if not latest.value.checkpoints:
         return 0
     markers = ClaimStore(store, path).markers_up_to(latest.value.compactor_epoch - 1)
-    dropped: list[uuid.UUID] = []
-
-    def mutate(cur: StoredManifest) -> Manifest | None:
-        dropped[:] = [c.id for c in cur.value.checkpoints if c.id in markers]
-        return remove_checkpoints(cur.value, set(dropped)) if dropped else None
-
+    dropped: set[uuid.UUID] = set()
     if markers & {c.id for c in latest.value.checkpoints}:
-        update_versioned(ms, mutate, clock=clock, current=latest)
+        dropped, _ = ms.delete_checkpoints(markers, clock=clock, current=latest)
         log.info("rescale target: dropped marker checkpoints of failed compaction runs "
                  "[target=%s, count=%d]", path, len(dropped))
     return len(dropped)
