@@ -13,7 +13,7 @@ part of a larger change (a compaction commit's marker, a fence manifest's claim 
 writer's or reader's own checkpoint) is built by the pure rules of
 :mod:`slatelib.core.checkpoints` inside that change's step.
 
-Every step below is a pure function of the version it is given (RFC 0020, "manifest").
+Every step below is a pure function of the version it is given (docs/rfcs/0020-house-second-step.md, "manifest").
 Design doc 'checkpoints and clones' and format §5.5.7.
 """
 
@@ -180,15 +180,22 @@ class DbManifest(ManifestStore):
 
     def remove_expired_checkpoints(self, *, clock: Clock,
                                    current: StoredManifest | None = None,
+                                   also: Collection[uuid.UUID] = (),
                                    ) -> tuple[StoredManifest, list[Checkpoint]]:
         """Remove the checkpoints expired by ``clock`` (0.17 keeps one while
-        ``expire_time > now``). Returns the resulting version and what was removed."""
+        ``expire_time > now``), and in the same CAS the checkpoints ``also`` (those
+        present). Returns the resulting version and what was removed."""
         removed: list[Checkpoint] = []
+        extra = set(also)
 
         def step(cur: StoredManifest) -> Manifest | None:
             kept, expired = without_expired_checkpoints(cur.value, clock.now_ms() / 1000)
-            removed[:] = expired
-            return kept if expired else None
+            gone = {c.id for c in expired}
+            named = [c for c in kept.checkpoints if c.id in extra and c.id not in gone]
+            removed[:] = expired + named
+            if not removed:
+                return None
+            return remove_checkpoints(kept, {c.id for c in named}) or kept
 
         got = self.update(step, clock=clock, current=current, what="remove expired checkpoints")
         return got, removed

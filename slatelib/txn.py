@@ -9,7 +9,7 @@ with the checkpoint and external-database operations, in :mod:`slatelib.db_manif
 
 Callbacks (``mutate``, ``step``, ``fence``, ``landed``) are pure functions of the version
 they are given: reads and writes of other objects happen before or after the loop, so a
-retry repeats none of them (RFC 0020, "manifest").
+retry repeats none of them (docs/rfcs/0020-house-second-step.md, "manifest").
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@
 3. :func:`detach_target`: GC's detach (0.17's ``DetachGcTask``): once no live manifest of the
    target references a source SST, the target's final checkpoint is released in the source
    (:func:`slatelib.ops.gc.clone.release_checkpoint`) and the entry is removed from the
-   target's ``external_dbs`` (:func:`slatelib.ops.gc.clone.drop_external_dbs`). The marker
-   checkpoints that failed compaction runs left are dropped first
-   (:func:`drop_superseded_claim_markers`).
+   target's ``external_dbs`` (:func:`slatelib.ops.gc.clone.drop_external_dbs`). Expired
+   checkpoints and the marker checkpoints that failed compaction runs left are dropped
+   first, in one CAS (:func:`drop_superseded_claim_markers`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from slatelib.ops.clone import CloneSource, create_clone_from_sources
 from slatelib.ops.compaction import run_compaction
 from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.destroy import layout_objects
-from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
+from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint
 from slatelib.ops.gc.state import read_live_set
 from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
@@ -173,7 +173,6 @@ def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
         ConflictError: a manifest kept conflicting.
         ManifestMissingError: a checkpoint pins a missing manifest.
     """
-    remove_expired_checkpoints(store, target.path, clock)
     drop_superseded_claim_markers(store, target.path, clock)
     latest = DbManifest(store, target.path).read_latest()
     live = read_live_set(store, target.path, latest)
@@ -204,7 +203,8 @@ def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
 
 def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -> int:
     """Remove the target's marker checkpoints of slatelib compactor claims older than its
-    current compactor epoch; returns how many.
+    current compactor epoch, together with its expired checkpoints (GC's removal, which
+    detach needs first), in one manifest CAS; returns how many markers.
 
     A compaction's fence manifest carries its claim record's marker checkpoint (it lives
     ``CLAIM_MARKER_LIFETIME_S``, a day), dropped by the commit. A run that failed after its
@@ -222,9 +222,9 @@ def drop_superseded_claim_markers(store: ObjectStore, path: str, clock: Clock) -
     if not latest.value.checkpoints:
         return 0
     markers = ClaimStore(store, path).markers_up_to(latest.value.compactor_epoch - 1)
-    dropped: set[uuid.UUID] = set()
-    if markers & {c.id for c in latest.value.checkpoints}:
-        dropped, _ = ms.delete_checkpoints(markers, clock=clock, current=latest)
+    _, removed = ms.remove_expired_checkpoints(clock=clock, current=latest, also=markers)
+    dropped = [c for c in removed if c.id in markers]
+    if dropped:
         log.info("rescale target: dropped marker checkpoints of failed compaction runs "
                  "[target=%s, count=%d]", path, len(dropped))
     return len(dropped)

@@ -1,6 +1,6 @@
 """The fence of :func:`slatelib.ops.compaction.commit.fence_compactor`: its I/O (reading the
 compactions file and the claim records, writing our claim record) happens before the CAS
-loop, so a retried CAS repeats none of it (RFC 0020, "manifest")."""
+loop, so a retried CAS repeats none of it (docs/rfcs/0020-house-second-step.md, "manifest")."""
 
 from __future__ import annotations
 
