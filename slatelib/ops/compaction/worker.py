@@ -87,7 +87,7 @@ from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.sequenced import Versioned
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
-from slatelib.txn import update_versioned
+from slatelib.txn import transact, update_versioned
 
 __all__ = ["CompactionWorker", "WorkerDb", "WorkerOptions", "new_worker_id"]
 
@@ -520,18 +520,21 @@ class CompactionWorker:
     def _report_compacted(self, job: _Job, outputs: Sequence[SstHandle]) -> None:
         store = CompactionsStore(job.db.store, job.db.path)
 
-        def done(cur: Versioned[Compactions]) -> Compactions | None:
+        def still_ours(_state: Compactions) -> None:
             if job.lost.is_set():
                 raise FencedError(f"compaction {job.label} was reclaimed: not reported")
+
+        def done(cur: Versioned[Compactions]) -> Compactions | None:
             new = compacted(cur.value, job.compaction_id, self.worker_id,
                             self.clock.now_ms(), outputs)
-            if new is None and not reported(cur.value, job.compaction_id, self.worker_id,
-                                            outputs):
+            if new is None:
                 raise FencedError(f"compaction {job.label} is no longer ours: not reported")
             return new
 
         self._forget(job)  # no heartbeat of this job may land after the report
-        update_versioned(store, done, clock=self.clock)
+        transact(store, done, clock=self.clock, fence=still_ours,
+                 landed=lambda s: reported(s, job.compaction_id, self.worker_id, outputs),
+                 what=f"report of compaction {job.label}")
 
     def _forget(self, job: _Job) -> None:
         """Drop ``job`` from the running jobs (not a newer claim of the same entry)."""
