@@ -58,7 +58,6 @@ from slatelib.store.read_view import ReadView
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +229,7 @@ class DbReader:
         rs = self.settings.reader
         checkpoint_id = uuid.uuid4()
         last_wal = self.wal.last_wal_id(latest.value.replay_after_wal_id)
-        stored = update_versioned(self.manifests, lambda cur: plan_reader_checkpoint(
+        stored = self.manifests.update(lambda cur: plan_reader_checkpoint(
             cur.value, cur.id + 1, checkpoint_id, lifetime_s=rs.checkpoint_lifetime,
             now_s=self._clock.now_ms() / 1000, last_wal_id=last_wal,
             old_id=None if old is None else old.id,
@@ -283,7 +282,7 @@ class DbReader:
         rs = self.settings.reader
         now_s = self._clock.now_ms() / 1000
         if refresh_due(mine, rs.checkpoint_lifetime, now_s):
-            stored = update_versioned(self.manifests, lambda cur: _refresh_or_none(
+            stored = self.manifests.update(lambda cur: _refresh_or_none(
                 cur.value, cp.id, rs.checkpoint_lifetime, now_s, mine.expire_time_s),
                 clock=self._clock, current=latest)
             self._checkpoint = stored.value.checkpoint(cp.id) or self._checkpoint

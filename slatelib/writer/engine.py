@@ -28,7 +28,6 @@ from slatelib.store.sst_options import sst_writer_options
 from slatelib.store.sst_reader import BlockCache
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore
-from slatelib.txn import update_versioned
 from slatelib.writer.fencing import WAL_FENCE_WINDOW, open_for_write
 from slatelib.writer.flusher import Flusher
 from slatelib.writer.manifest_rules import plan_close
@@ -269,7 +268,7 @@ class WriterEngine:
         ids = set(self._flusher.checkpoint_ids)
         last_wal = self._wal.last_acked_wal_id
         try:
-            update_versioned(self._manifests, lambda cur: plan_close(
+            self._manifests.update(lambda cur: plan_close(
                 cur.value, ids, epoch=self.epoch, last_wal_id=last_wal), clock=self._clock)
         except SlateError as exc:
             log.warning("could not remove the writer checkpoint [path=%s, error=%s]", self.path, exc)

@@ -38,6 +38,7 @@ from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.merge import MergeOperator
 from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_window
 from slatelib.core.row import MERGE, Row
+from slatelib.db_manifest import DbManifest
 from slatelib.errors import (
     CommitStateUnknownError,
     ConflictError,
@@ -50,9 +51,8 @@ from slatelib.format.sst import SstWriter, SstWriterOptions
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
 from slatelib.paths import DbPaths
-from slatelib.store.manifest_store import ManifestStore, StoredManifest
+from slatelib.store.manifest_store import StoredManifest
 from slatelib.store.memtables import WalMemTable
-from slatelib.txn import update_versioned
 from slatelib.writer.manifest_rules import (
     L0Flush,
     plan_checkpoint_move,
@@ -121,7 +121,7 @@ class Flusher:
         host: FlusherHost,
         *,
         store: ObjectStore,
-        manifests: ManifestStore,
+        manifests: DbManifest,
         epoch: int,
         checkpoint_id: uuid.UUID,
         checkpoint_lifetime_s: float,
@@ -219,7 +219,7 @@ class Flusher:
             return new
 
         try:
-            stored = update_versioned(self._manifests, attempt, clock=self._clock,
+            stored = self._manifests.update(attempt, clock=self._clock,
                                       current=current)
         except BaseException:
             if unpinned:
