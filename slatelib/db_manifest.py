@@ -13,8 +13,8 @@ part of a larger change (a compaction commit's marker, a fence manifest's claim 
 writer's or reader's own checkpoint) is built by the pure rules of
 :mod:`slatelib.core.checkpoints` inside that change's step.
 
-Every step below is a pure function of the version it is given (docs/rfcs/0020-house-second-step.md, "manifest").
-Design doc 'checkpoints and clones' and format §5.5.7.
+Every step below is a pure function of the version it is given
+(docs/rfcs/0020-house-second-step.md, "manifest"). Design doc 'checkpoints and clones' and format §5.5.7.
 """
 
 from __future__ import annotations
