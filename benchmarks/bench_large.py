@@ -90,7 +90,7 @@ from slatelib.ids import Ulid  # noqa: E402
 from slatelib.objstore import ObjectMeta, ObjectStore, open_store, split_db_url  # noqa: E402
 from slatelib.ops.checkpoint import create_checkpoint  # noqa: E402
 from slatelib.ops.clone import create_clone  # noqa: E402
-from slatelib.ops.compaction.plan_io import (  # noqa: E402
+from slatelib.ops.engine import (  # noqa: E402
     TaskOptions,
     build_tasks,
     coarse_anchors,

@@ -10,12 +10,12 @@ from slatelib.core.compaction_plan import CompactionSpec, Policy
 from slatelib.core.manifest import SstHandle
 from slatelib.core.ranges import BytesRange
 from slatelib.ids import ulid_to_str
-from slatelib.ops.compaction.task import CompactionResult, sum_retention
+from slatelib.ops.engine import CompactionResult, sum_retention
 
 if TYPE_CHECKING:
     from slatelib.ops.compaction.commit import CommitOutcome
-    from slatelib.ops.compaction.plan_io import InputView
     from slatelib.ops.compaction.run import CompactionJob
+    from slatelib.ops.engine import InputView
 
 MB = 1_000_000
 

@@ -38,8 +38,8 @@ from slatelib.errors import (
 from slatelib.objstore import ObjectStore
 from slatelib.ops.clone import CloneSource, create_clone_from_sources
 from slatelib.ops.compaction import run_compaction
-from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.destroy import layout_objects
+from slatelib.ops.engine import TaskRunner
 from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
 from slatelib.ops.gc.state import read_live_set
 from slatelib.ops.rescale.record import active_path
