@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from slatelib.core.compaction_plan import CompactionSpec, PlanOptions, Policy, plan_compaction
 from slatelib.core.compaction_source import SourceId
-from slatelib.ops.compaction.report import CompactionReport
+from slatelib.ops.compaction.report import CompactionReport, CompactionSummary
 from slatelib.ops.compaction.run import (
     CompactionJob,
     commit_compaction,
@@ -44,6 +44,7 @@ __all__ = [
     "CompactionReport",
     "CompactionResult",
     "CompactionSpec",
+    "CompactionSummary",
     "CompactionTask",
     "PlanOptions",
     "Policy",
