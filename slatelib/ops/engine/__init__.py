@@ -29,19 +29,8 @@ the database), ``_split`` (input views, the range split, task building),
 
 from __future__ import annotations
 
-from slatelib.ops.engine._execute import (
-    INPUT_BUFFER_BYTES,
-    execute_compaction_task,
-    input_buffers,
-    native_pipeline_for,
-)
-from slatelib.ops.engine._input import (
-    ReadTimer,
-    ViewInput,
-    open_inputs,
-    source_blocks,
-    source_rows,
-)
+from slatelib.ops.engine._execute import execute_compaction_task, input_buffers
+from slatelib.ops.engine._input import ReadTimer, open_inputs, source_blocks, source_rows
 from slatelib.ops.engine._merge_operator import load_merge_operator
 from slatelib.ops.engine._output_options import plan_database_options, plan_output_options
 from slatelib.ops.engine._runner import (
@@ -54,9 +43,7 @@ from slatelib.ops.engine._split import (
     InputView,
     TaskOptions,
     build_tasks,
-    coarse_anchors,
     fine_anchors,
-    gc_paused,
     input_views,
     split_ranges,
 )
@@ -73,7 +60,6 @@ from slatelib.ops.engine._task import (
 )
 
 __all__ = [
-    "INPUT_BUFFER_BYTES",
     "CompactionResult",
     "CompactionTask",
     "InputView",
@@ -87,17 +73,13 @@ __all__ = [
     "TaskSource",
     "TaskView",
     "ThreadTaskRunner",
-    "ViewInput",
     "build_tasks",
-    "coarse_anchors",
     "execute_compaction_task",
     "execute_tasks",
     "fine_anchors",
-    "gc_paused",
     "input_buffers",
     "input_views",
     "load_merge_operator",
-    "native_pipeline_for",
     "open_inputs",
     "plan_database_options",
     "plan_output_options",

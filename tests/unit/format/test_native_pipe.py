@@ -546,7 +546,7 @@ def test_the_pure_python_paths_pass_without_the_pipeline() -> None:
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c", "from slatelib.format import native_pipe as p; "
-         "from slatelib.ops.engine import native_pipeline_for; "
+         "from slatelib.ops.engine._execute import native_pipeline_for; "
          "print(p.HAVE_NATIVE_PIPE)"],
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )

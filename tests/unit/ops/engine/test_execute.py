@@ -286,7 +286,8 @@ def test_sorted_run_sources_are_merged_with_l0(store: ObjectStore) -> None:
 
 
 def test_input_buffers_stay_bounded_however_many_sources() -> None:
-    from slatelib.ops.engine import INPUT_BUFFER_BYTES, input_buffers
+    from slatelib.ops.engine import input_buffers
+    from slatelib.ops.engine._execute import INPUT_BUFFER_BYTES
 
     assert input_buffers(10, 4, 2 << 20) == (4, 2 << 20)  # 0.17's defaults fit
     for sources in (1, 10, 50, 200, 5000):

@@ -26,10 +26,9 @@ from slatelib.ops.engine import (
     TaskSource,
     TaskView,
     build_tasks,
-    coarse_anchors,
-    gc_paused,
     input_views,
 )
+from slatelib.ops.engine._split import coarse_anchors, gc_paused
 from slatelib.store.table_store import TableStore
 
 
