@@ -21,6 +21,7 @@ import importlib
 import os
 from array import array
 from collections.abc import Callable
+from types import ModuleType
 from typing import Literal, Protocol, cast, overload
 
 from slatelib.core.row import Row
@@ -135,30 +136,30 @@ def native_disabled() -> bool:
     return os.environ.get(NO_NATIVE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _load() -> Speedups | None:
+def _extension(name: str) -> ModuleType | None:
+    """The extension module ``slatelib.<name>``: None when it is not built, or when
+    ``SLATELIB_NO_NATIVE`` was set when this module was imported. The one place where the
+    native implementations are chosen (every other module of ``format/`` takes what this
+    module loaded; code outside ``format/`` calls :mod:`slatelib.format.seam`)."""
+    if DISABLED_BY_ENV:
+        return None
     try:
-        module = importlib.import_module("slatelib._speedups")
+        return importlib.import_module(f"slatelib.{name}")
     except ImportError:
         return None
-    return cast(Speedups, module)
 
 
 DISABLED_BY_ENV: bool = native_disabled()
 """``SLATELIB_NO_NATIVE`` was set when this module was imported."""
-speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
+speedups: Speedups | None = cast("Speedups | None", _extension("_speedups"))
 HAVE_NATIVE: bool = speedups is not None
 
-
-def _load_sstwrite() -> SstWriteModule | None:
-    try:
-        module = importlib.import_module("slatelib._sstwrite")
-    except ImportError:
-        return None
-    return cast(SstWriteModule, module)
-
-
-sstwrite: SstWriteModule | None = None if DISABLED_BY_ENV else _load_sstwrite()
+sstwrite: SstWriteModule | None = cast("SstWriteModule | None", _extension("_sstwrite"))
 """``slatelib._sstwrite`` (None: not built, or ``SLATELIB_NO_NATIVE``)."""
+
+manifest_module: ModuleType | None = _extension("_manifest")
+"""``slatelib._manifest``, not yet configured (:mod:`slatelib.format.manifest_native`
+configures it and types it)."""
 
 
 def native_block_decoder(
