@@ -45,6 +45,7 @@ from slatelib.format.manifest_codec import (
 from slatelib.format.manifest_parts import view_problem
 from slatelib.ids import Ulid
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
+from tests.unit.native_only import require_native
 
 from ._strategies import manifests
 
@@ -56,9 +57,7 @@ DIFF = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def native_built() -> None:
     """Without the extension these equivalence checks cannot run: a failure, not a skip."""
-    assert ext is not None, (
-        "slatelib._manifest is not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(ext is not None, "slatelib._manifest")
 
 
 def _native_raw(data: bytes) -> Manifest:

@@ -36,6 +36,7 @@ from slatelib.format.block_v1 import BlockBuilderV1, decode_block_v1, decode_blo
 from slatelib.format.native import BlockWriter
 from slatelib.format.sst import SstWriter, SstWriterOptions, parse_sst
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
+from tests.unit.native_only import native_only, require_native
 
 # A failing example with 5 kB values has a large repr; that must not turn into an error.
 pytestmark = pytest.mark.filterwarnings(
@@ -50,9 +51,7 @@ sp = native.speedups
 def native_built() -> None:
     """The C extension is optional for users (pure Python otherwise) but not for the tests:
     without it these equivalence checks cannot run, which is a failure, not a skip."""
-    assert sp is not None, (
-        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): `pip install -e .`"
-        " builds it with gcc and the Python headers; see setup.py")
+    require_native(sp is not None, "slatelib._speedups")
 
 
 needs_native = pytest.mark.usefixtures("native_built")
@@ -66,6 +65,7 @@ I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 # ------------------------------------------------------------------------ the build itself
 
 
+@native_only
 def test_extension_is_built() -> None:
     """CI must exercise the native path: a missing build is a failure, not a silent skip."""
     assert not native.DISABLED_BY_ENV, "SLATELIB_NO_NATIVE=1 is set: the native path is untested"

@@ -29,6 +29,7 @@ from slatelib.format.native_merge import (
     resolved_pairs,
     retained_batches,
 )
+from tests.unit.native_only import require_native
 
 TICK = 1_000
 DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -37,9 +38,7 @@ DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def merge_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert HAVE_NATIVE_MERGE, (
-        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(HAVE_NATIVE_MERGE, "slatelib._speedups")
 
 
 @st.composite

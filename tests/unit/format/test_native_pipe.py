@@ -49,6 +49,7 @@ from slatelib.format.native_pipe import (
 )
 from slatelib.format.sst import SstWriter, SstWriterOptions, decode_data_block
 from tests.unit.format._pipe_blocks import checked_groups, cut, decode_py, encode_block, frame
+from tests.unit.native_only import require_native
 
 TICK = 1_000
 DIFF = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,9 +59,7 @@ LONG = b"L" * 200
 @pytest.fixture(autouse=True)
 def pipe_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert HAVE_NATIVE_PIPE, (
-        "slatelib._speedups has no native pipeline (not built, or SLATELIB_NO_NATIVE=1): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(HAVE_NATIVE_PIPE, "slatelib._speedups (its native pipeline)")
 
 
 def key_of(k: int, empty: bool) -> bytes:
