@@ -50,8 +50,6 @@ from slatelib.paths import ulid_names as _py_ulid_names
 
 _PIPE = native_pipe.engine()
 _SPEEDUPS = native.speedups
-NATIVE: bool = _PIPE is not None and _manifest_ext is not None
-"""Both native parts are in use (for reports and test skips; never for a choice)."""
 
 
 class RangeSource(Protocol):
@@ -193,7 +191,7 @@ def ulid_names(head: str, tail: str, ids: Sequence[int]) -> list[str]:
 
 
 __all__ = [
-    "NATIVE", "RangeSource", "check_group", "decode_plain_blocks", "identity_input_views",
+    "RangeSource", "check_group", "decode_plain_blocks", "identity_input_views",
     "range_stats", "scan_buffers", "scan_pairs", "scan_stats", "ulid_names", "untrack_frozen",
     "visible_buffers",
 ]
