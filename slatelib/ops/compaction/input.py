@@ -166,7 +166,8 @@ Group = list[Row] | CheckedBlocks
 
 def _fetch_checked(store: ObjectStore, vi: ViewInput, a: int, b: int) -> Group:
     """Blocks ``a..b-1`` checked natively (decompressed first when compressed) and clipped
-    to the view's range; on damage the row path (:func:`_fetch`), which names the block."""
+    to the view's range (:func:`slatelib.format.seam.check_group`); on damage, or without
+    the extension, the row path (:func:`_fetch`), which names a damaged block."""
     data, start, end = _get_group(store, vi, a, b)
     bounds = [o - start for o in vi.index.offsets[a:b]]
     bounds.append(end - start)

@@ -9,10 +9,11 @@ overlap it. :func:`scan_task_rows` (executor) reads a task with the compaction i
 the pinned manifest references, merges the sources in windows and resolves each key as
 ``DbReader`` does (:func:`slatelib.core.visible_rows.resolve_window`): tombstones, merge
 operands, views of clones and projections (``visible_range``), segments, WAL rows.
-:func:`scan_task_buffers` reads the same rows as Arrow buffers, through the native pipeline
-when it is built (:func:`slatelib.format.seam.visible_buffers`): blocks are checked (compressed ones decompressed
-first), merged and resolved natively into Arrow buffers, with no Python object per row (WAL
-rows enter as rows; keys whose merge operands need the operator are folded in Python).
+:func:`scan_task_buffers` reads the same rows as Arrow buffers
+(:func:`slatelib.format.seam.visible_buffers`), through the native pipeline when it is
+built: blocks are checked (compressed ones decompressed first), merged and resolved
+natively into Arrow buffers, with no Python object per row (WAL rows enter as rows; keys
+whose merge operands need the operator are folded in Python).
 """
 
 from __future__ import annotations
