@@ -545,7 +545,7 @@ def test_no_native_turns_the_pipeline_off() -> None:
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c", "from slatelib.format import native_pipe as p; "
-         "from slatelib.ops.compaction.execute import native_pipeline_for; "
+         "from slatelib.ops.engine._execute import native_pipeline_for; "
          "print(p.HAVE_NATIVE_PIPE)"],
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )

@@ -19,15 +19,16 @@ from slatelib.format import manifest_native, seam
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
-from slatelib.ops.compaction.plan_io import (
+from slatelib.ops.engine import (
+    CompactionTask,
     InputView,
     TaskOptions,
+    TaskSource,
+    TaskView,
     build_tasks,
-    coarse_anchors,
-    gc_paused,
     input_views,
 )
-from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
+from slatelib.ops.engine._split import coarse_anchors, gc_paused
 from slatelib.store.table_store import TableStore
 from tests.unit.native_only import require_native
 
@@ -213,7 +214,7 @@ def test_split_ranges_from_cached_indexes_reads_nothing_and_equals_the_read_spli
     from slatelib import Db
     from slatelib.core.compaction_plan import PlanOptions, plan_compaction
     from slatelib.ops.compaction.guard import check_sources
-    from slatelib.ops.compaction.plan_io import split_ranges
+    from slatelib.ops.engine import split_ranges
     from slatelib.store.manifest_store import ManifestStore
     from slatelib.store.sst_reader import BlockCache
     from slatelib.testing.faulty import FlakyObjectStore
