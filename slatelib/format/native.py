@@ -3,9 +3,12 @@ native pipeline whose ``Pipe`` is also the k-way merge of
 :mod:`slatelib.format.native_merge`: see :mod:`slatelib.format.native_pipe`) and
 ``slatelib._sstwrite`` (SST finishing). Pure.
 
-``speedups`` is the extension module, or None when it is not built (no compiler at install
-time) or when ``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first
-imported** (tests use it in a subprocess to run the pure-Python reference paths).
+This module is the one place where the extensions are chosen (:func:`_extension`; it also
+loads ``slatelib._manifest`` for :mod:`slatelib.format.manifest_native`). ``speedups`` is
+the extension module, or None when it is not built (no compiler at install time) or when
+``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first imported**
+(``make test-pure`` runs the unit suite that way). Code outside ``format/`` calls
+:mod:`slatelib.format.seam`, never these modules.
 ``bloom``, ``block`` and ``sst`` pick their implementation once, at import.
 
 The extension's API is typed here as Protocols, so mypy checks every call site without a
