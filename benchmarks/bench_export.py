@@ -123,7 +123,7 @@ def ours(src: Path, repeat: int, partitions: int, parquet_writer: str,
     """Session start, ``warmup`` untimed exports, then ``repeat`` timed ones, each of a
     fresh copy."""
     t0 = time.perf_counter()
-    from jobs._spark import build_spark
+    from slatelib.spark.session import build_spark
     from slatelib.spark.export import ExportArgs, run_export
 
     spark = build_spark("bench-export", master="local[2]")

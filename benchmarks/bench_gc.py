@@ -37,7 +37,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from jobs._spark import build_spark  # noqa: E402
+from slatelib.spark.session import build_spark  # noqa: E402
 from jobs.gc import build_parser  # noqa: E402
 from jobs.gc import run as run_job  # noqa: E402
 from slatelib.config import load_settings  # noqa: E402

@@ -13,7 +13,7 @@ layer (:mod:`slatelib.objstore.url`) uses each one only when neither an explicit
 nor an environment variable (``SLATELIB_S3_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) sets it:
 the environment wins, as it does over every file here. Secrets stay in the environment or the
 credential chain. ``[spark]`` is applied by the jobs when they build their SparkSession
-(``jobs/_spark.py``; spark-submit's own options win). :func:`load_env_file` loads a
+(``slatelib/spark/session.py``; spark-submit's own options win). :func:`load_env_file` loads a
 dotenv-style file (``--env-file``) into the environment before any of this is read.
 
 Names and units follow SlateDB 0.17's ``Settings`` where the meaning matches
@@ -53,7 +53,7 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "SLATELIB_CAS_URL",
     # read by load_settings: [object_store] wal_store
     "SLATELIB_WAL_STORE",
-    # read by slatelib.format.native, jobs/_spark.py and the Airflow tests
+    # read by slatelib.format.native, slatelib/spark/session.py and the Airflow tests
     "SLATELIB_NO_NATIVE", "SLATELIB_SPARK_MASTER", "SLATELIB_SPARK_LOG_LEVEL",
     "SLATELIB_AIRFLOW_PYTHON",
 })
@@ -382,7 +382,7 @@ class ObjectStoreSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """What the jobs apply when they build their SparkSession (``jobs/_spark.py``), both
+    """What the jobs apply when they build their SparkSession (``slatelib/spark/session.py``), both
     under ``spark-submit`` and started from Python (``slate-spark``): anything spark-submit
     was given (``--master``, ``--name``, ``--conf``, ``spark-defaults.conf``) wins.
 

@@ -4,7 +4,7 @@ a runner ships to its workers) and :func:`execute_tasks` (run, retry what failed
 transiently, collect the results in task order).
 
 A runner decides only *where* tasks run (threads here, Spark executors in
-``jobs/_compact_spark.py``); which tasks exist and what is committed is
+``slatelib/spark/compaction.py``); which tasks exist and what is committed is
 :mod:`slatelib.ops.compaction.run`'s business.
 """
 
