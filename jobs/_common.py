@@ -32,7 +32,8 @@ from slatelib.exit_codes import (
     exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url
-from slatelib.objstore.url import join_store_url, set_store_defaults, split_store_url
+from slatelib.objstore.registry import set_store_defaults
+from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
 from slatelib.ops.job_report import Headline
 

@@ -83,6 +83,7 @@ from slatelib.objstore.object_store import (
     check_path,
     check_prefix,
 )
+from slatelib.objstore.url import split_store_url
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,6 @@ class TwoPhaseObjectStore(ForwardingStore):
 
     def __init__(self, inner: ObjectStore, backend: CasBackend, *,
                  on_phase: PhaseHook | None = None) -> None:
-        from slatelib.objstore.url import split_store_url
-
         super().__init__(inner)
         self._backend = backend
         self.on_phase = on_phase

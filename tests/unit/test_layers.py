@@ -130,6 +130,26 @@ def test_no_two_slatelib_modules_import_each_other_at_module_level() -> None:
     assert cycles == [], f"module-level import cycles: {cycles}"
 
 
+def test_no_object_store_module_imports_back_even_lazily() -> None:
+    """Inside ``objstore/``, imports inside functions count too: the store registry
+    (``registry.py``) imports the stores and their backends, and none of them imports it,
+    or anything that leads back to it (docs/design.md). An import of the package itself
+    (``from slatelib.objstore import ...``), which re-exports the registry, counts as one."""
+    package = "slatelib.objstore"
+    graph: dict[str, set[str]] = {}
+    for path in sorted((REPO / "slatelib" / "objstore").rglob("*.py")):
+        mod = module_name(path)
+        if mod == package:
+            continue
+        graph[mod] = {t if t != package else f"{package}.registry"
+                      for _, t, _ in imports(path) if t == package or t.startswith(package + ".")}
+        graph[mod].discard(mod)
+    assert f"{package}.registry" in graph
+    assert _cycles(graph) == [], "import cycles inside objstore/, lazy imports included"
+    importers = sorted(m for m, targets in graph.items() if f"{package}.registry" in targets)
+    assert importers == [], f"modules of objstore/ that import the registry: {importers}"
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -175,3 +195,7 @@ def test_the_contract_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert "objstore" not in ALLOWED["core"] and "cli" not in ALLOWED["jobs"]
     assert "reader" not in ALLOWED["writer"] and "writer" not in ALLOWED["reader"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    # a lazy import is one too: the check of objstore/ reads imports inside functions
+    probe = tmp_path / "lazy.py"
+    probe.write_text("def f():\n    from slatelib.objstore.registry import open_store\n")
+    assert ("slatelib.objstore.registry", False) in {(t, top) for _, t, top in imports(probe)}

@@ -13,7 +13,7 @@ from jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib import DbReader, bulk_load, create_clone
 from slatelib.errors import InvalidArgumentError, SstMissingError
 from slatelib.objstore import open_store
-from slatelib.objstore.url import set_store_defaults, store_defaults
+from slatelib.objstore.registry import set_store_defaults, store_defaults
 
 # ------------------------------------------------------------------ --store-root
 
