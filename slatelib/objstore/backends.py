@@ -1,9 +1,8 @@
 """The backend of each URL scheme: the bare obstore adapter of a ``file://``, ``memory://``,
 ``s3://``, ``gs://`` or ``az://`` store, with its options resolved (explicit options, then
 the environment, then the ``[object_store]`` settings). The registry
-(:mod:`slatelib.objstore.registry`) picks one by scheme and wraps it.
-
-:func:`slatelib.objstore.object_store.check_path`; no query, fragment, user or port):
+(:mod:`slatelib.objstore.registry`) picks one by scheme and wraps it; the URLs themselves
+are parsed by :mod:`slatelib.objstore.url`.
 
 ``file:///dir``
     A local directory, created if missing; object paths are relative to it.
@@ -185,25 +184,6 @@ def open_memory(host: str, path: str, opts: dict[str, str], spec: StoreSpec,
     return ObstoreObjectStore(_memory_store(host), spec=spec, root=path)
 
 
-def open_s3(host: str, path: str, opts: dict[str, str], spec: StoreSpec,
-            defaults: Mapping[str, str]) -> ObjectStore:
-    """An S3 bucket (``s3://bucket/prefix``): see the module docstring for its options.
-
-    Raises:
-        InvalidArgumentError: a malformed or inconsistent option.
-    """
-    return _open_s3(host, path, opts, spec, defaults)
-
-
-def open_from_url(host: str, path: str, opts: dict[str, str], spec: StoreSpec,
-                  defaults: Mapping[str, str]) -> ObjectStore:
-    """A ``gs://`` or ``az://`` store through obstore's ``from_url`` (its options below the
-    environment, then ``[object_store]``)."""
-    scheme = spec.url.partition("://")[0]
-    return _open_from_url(spec.url, apply_conf_defaults(scheme, opts, defaults, os.environ),
-                          spec)
-
-
 def _check_no_file_in_the_way(url: str, path: str) -> None:
     """Refuse a local store root that is a file, or lies below one.
 
@@ -379,8 +359,13 @@ def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Cr
     return lambda: value
 
 
-def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec,
-             defaults: Mapping[str, str]) -> ObjectStore:
+def open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec,
+            defaults: Mapping[str, str]) -> ObjectStore:
+    """An S3 bucket (``s3://bucket/prefix``): see the module docstring for its options.
+
+    Raises:
+        InvalidArgumentError: a malformed or inconsistent option.
+    """
     warn_unknown_env(os.environ, only_prefix="SLATELIB_S3_")
     config, creds = resolve_s3_options(opts, os.environ, defaults)
     config = check_s3_config(config, s3_option_sources(opts, os.environ, defaults))
@@ -401,8 +386,12 @@ def _open_s3(bucket: str, prefix: str, opts: dict[str, str], spec: StoreSpec,
     return ObstoreObjectStore(build(retry), spec=spec, cas_store=build({**retry, "max_retries": 0}))
 
 
-def _open_from_url(url: str, opts: dict[str, str], spec: StoreSpec) -> ObjectStore:
-    config = dict(opts)
+def open_from_url(host: str, path: str, opts: dict[str, str], spec: StoreSpec,
+                  defaults: Mapping[str, str]) -> ObjectStore:
+    """A ``gs://`` or ``az://`` store through obstore's ``from_url``: its options, then the
+    environment, then ``[object_store]`` (:func:`apply_conf_defaults`)."""
+    url = spec.url
+    config = apply_conf_defaults(url.partition("://")[0], opts, defaults, os.environ)
     client, retry = _split_client_options(config)
     kwargs: dict[str, Any] = dict(config)
     store = from_url(url, client_options=client, retry_config=retry, **kwargs)

@@ -130,6 +130,17 @@ def test_no_two_slatelib_modules_import_each_other_at_module_level() -> None:
     assert cycles == [], f"module-level import cycles: {cycles}"
 
 
+def test_jobs_parse_arguments_and_leave_spark_to_slatelib() -> None:
+    """``jobs/`` is argument parsing and the entry-point shell: none of its modules imports
+    ``pyspark`` or ``py4j`` (type hints aside); the Spark adapters live in
+    ``slatelib/spark/``, so executors need only the installed slatelib (docs/design.md)."""
+    bad = [f"{path.relative_to(REPO)}:{line}: {target}"
+           for path in sorted((REPO / "jobs").rglob("*.py"))
+           for line, target, _ in imports(path)
+           if target.split(".")[0] in ("pyspark", "py4j")]
+    assert bad == [], "Spark code in jobs/ (move it to slatelib/spark/):\n" + "\n".join(bad)
+
+
 def test_no_object_store_module_imports_back_even_lazily() -> None:
     """Inside ``objstore/``, imports inside functions count too: the store registry
     (``registry.py``) imports the stores and their backends, and none of them imports it,
