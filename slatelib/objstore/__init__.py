@@ -2,9 +2,10 @@
 
 ``open_store(url, wal_store=None, **options)`` gives an :class:`ObjectStore`, from the
 backend of the URL's scheme (:mod:`slatelib.objstore.registry`; URLs are parsed by
-:mod:`slatelib.objstore.url`), with retries. Every store wrapper is a :class:`ForwardingStore`. :class:`StoreSpec` is the picklable
-description that Spark executors reopen. With the ``cas`` option (``[object_store] cas``),
-conditional writes go through :class:`TwoPhaseObjectStore` (docs/rfcs/0012-two-phase-cas.md).
+:mod:`slatelib.objstore.url`), with retries. Every store wrapper is a
+:class:`ForwardingStore`. :class:`StoreSpec` is the picklable description that Spark
+executors reopen. With the ``cas`` option (``[object_store] cas``), conditional writes go
+through :class:`TwoPhaseObjectStore` (docs/rfcs/0012-two-phase-cas.md).
 """
 
 from slatelib.objstore.backends import reset_memory_stores
