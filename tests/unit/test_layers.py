@@ -39,8 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "api": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
             "testing"},
     "spark": {BASE, "core", "format", "objstore", "store", "txn", "reader", "ops", "spark"},
-    "jobs": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
-             "api", "jobs", "spark"},
+    "jobs": {BASE, "core", "objstore", "ops", "api", "jobs", "spark"},
     "airflow_dags": set(),
 }
 
