@@ -21,7 +21,8 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.objstore.object_store import check_prefix
 
 SCHEMES = ("file", "memory", "s3", "gs", "az")
-"""The schemes of store URLs (each has a backend in :data:`slatelib.objstore.registry.BACKENDS`)."""
+"""The schemes of store URLs (each has its backend in
+:data:`slatelib.objstore.registry.BACKENDS`)."""
 
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _MEMORY_NAME = re.compile(r"[A-Za-z0-9._-]*")

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from slatelib.config import Settings
 from slatelib.exit_codes import EXIT_NAMES, EXIT_OK
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
-from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.compaction.service import CompactionService, ServiceDb, stop_on_signals
 from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
+from slatelib.ops.engine import TaskRunner
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
