@@ -69,6 +69,10 @@ test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.te
 test-cluster: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark standalone cluster (a master, two one-core workers in network namespaces), three ways each, and its faults
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/cluster -q
 
+.PHONY: test-pure
+test-pure: $(STAMP) ## the unit tests on the pure-Python path (SLATELIB_NO_NATIVE=1; native-only cases skip; about 4 minutes; part of make test)
+	SLATELIB_NO_NATIVE=1 $(PYTEST) tests/unit -q -p no:cacheprovider
+
 test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
 	$(PYTEST) tests/faults -q
 
@@ -81,6 +85,7 @@ check: lint typecheck test-unit ## lint + typecheck + unit tests
 
 test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every suite but the benchmarks (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
+	$(MAKE) --no-print-directory test-pure
 
 run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
