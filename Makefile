@@ -90,32 +90,35 @@ soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs
 #     and object buffer is its own checked heap block, not a slice of a pymalloc arena).
 # The tests that rerun the suite without the extensions (pure Python) are left to test-unit.
 SAN_DIR := build/sanitize
+SAN_PY = $(abspath $(BIN))/python
 SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g
 SAN_LDFLAGS := -fsanitize=address,undefined
 SAN_RUN = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-          ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc
+          ASAN_OPTIONS=detect_leaks=0:malloc_context_size=5 UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc
 SAN_TESTS := tests/unit/format/test_native.py tests/unit/format/test_native_merge.py \
              tests/unit/format/test_native_pipe.py tests/unit/format/test_sst_native.py \
-             tests/unit/format/test_manifest_native.py tests/unit/format/test_compactions_codec_native.py
+             tests/unit/format/test_manifest_native.py tests/unit/format/test_compactions_codec_native.py \
+             tests/unit/format/test_native_bounds.py
 SAN_PROBE := from slatelib import _speedups as s; s.check_blocks(bytes(16), [0, 64], 2, True)
 # $(call san_copy,DIR,EXTRA_CFLAGS): the sources and tests copied to DIR, extensions built there
 san_copy = rm -rf $(1) && mkdir -p $(1) && \
 	tar -c --exclude='*.so' --exclude=__pycache__ setup.py pyproject.toml slatelib tests | tar -x -C $(1) && \
-	cd $(1) && CFLAGS="$(SAN_CFLAGS) $(2)" LDFLAGS="$(SAN_LDFLAGS)" $(CURDIR)/$(BIN)/python setup.py -q \
+	cd $(1) && CFLAGS="$(SAN_CFLAGS) $(2)" LDFLAGS="$(SAN_LDFLAGS)" $(SAN_PY) setup.py -q \
 	    build_ext --inplace >build.log 2>&1; \
-	$(SAN_RUN) $(CURDIR)/$(BIN)/python -c 'import slatelib._speedups, slatelib._manifest, slatelib._sstwrite' \
+	$(SAN_RUN) $(SAN_PY) -c 'import slatelib._speedups, slatelib._manifest, slatelib._sstwrite' \
 	    || { cat build.log; echo "sanitized build failed (see above)"; exit 1; }
 
 test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds of the C extensions (a few minutes; part of make test)
 	@echo "sanitize: proof run (-DSL_FAULT_BOUNDS_SLACK=64 must be caught)"
 	@$(call san_copy,$(SAN_DIR)/broken,-DSL_FAULT_BOUNDS_SLACK=64)
-	@cd $(SAN_DIR)/broken && if $(SAN_RUN) $(CURDIR)/$(BIN)/python -c '$(SAN_PROBE)' 2>probe.log; then \
+	@cd $(SAN_DIR)/broken && if $(SAN_RUN) $(SAN_PY) -c '$(SAN_PROBE)' 2>probe.log; then \
 	    echo "sanitize: the injected out-of-bounds read went unnoticed"; exit 1; fi; \
 	    grep -q 'ERROR: AddressSanitizer: heap-buffer-overflow' probe.log \
 	    || { cat probe.log; echo "sanitize: no AddressSanitizer report"; exit 1; }
 	@echo "sanitize: caught: $$(grep -m1 'ERROR: AddressSanitizer' $(SAN_DIR)/broken/probe.log)"
 	@$(call san_copy,$(SAN_DIR)/tree,)
-	cd $(SAN_DIR)/tree && $(SAN_RUN) $(CURDIR)/$(BIN)/python -m pytest $(SAN_TESTS) -q -p no:cacheprovider \
+	cd $(SAN_DIR)/tree && $(SAN_RUN) $(SAN_PY) -m pytest $(SAN_TESTS) -q -p no:cacheprovider \
+	    -p tests.unit.format._sanitizer_run \
 	    -k 'not (passes_without_the or pass_without_the or runs_without_the)'
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests

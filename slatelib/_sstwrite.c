@@ -13,6 +13,8 @@
  * the manifest encoder uses) driven as encode_sst_index_with_builder and
  * encode_sst_stats_with_builder drive the Python Builder.
  * tests/unit/format/test_sst_native.py diffs whole SSTs, native against pure Python.
+ * Design: docs/rfcs/0001-flatbuffers.md (FlatBuffers written as 0.17.0 writes them) and
+ * docs/rfcs/0020-house-second-step.md (the shared builder, CRC and growth buffer).
  *
  * The CRC is zlib's crc32 (csrc/common.h's sl_crc32, the function the Python path calls),
  * computed once per block. Bad input (a count that does not fit its field) raises

@@ -4,8 +4,8 @@
  * Design: docs/rfcs/0020-house-second-step.md ("C with common parts").
  *
  * References: the loads are struct.unpack_from("<Q" / ">Q" ...) as the format modules
- * (slatelib/format/) use them; sl_crc32 is zlib.crc32 (slatelib/format/checksum.py). Tests: every native
- * differential test (tests/unit/format/test_native*.py, test_sst_native.py,
+ * (slatelib/format/) use them; sl_crc32 is zlib.crc32 (slatelib/format/checksum.py).
+ * Tests: every native differential test (tests/unit/format/test_native*.py, test_sst_native.py,
  * test_manifest_native.py, test_compactions_codec_native.py) goes through these helpers,
  * and `make test-sanitize` runs them under AddressSanitizer and UndefinedBehaviorSanitizer.
  *
