@@ -90,12 +90,8 @@ from slatelib.ids import Ulid  # noqa: E402
 from slatelib.objstore import ObjectMeta, ObjectStore, open_store, split_db_url  # noqa: E402
 from slatelib.ops.checkpoint import create_checkpoint  # noqa: E402
 from slatelib.ops.clone import create_clone  # noqa: E402
-from slatelib.ops.compaction.plan_io import (  # noqa: E402
-    TaskOptions,
-    build_tasks,
-    coarse_anchors,
-    input_views,
-)
+from slatelib.ops.engine import TaskOptions, build_tasks, input_views  # noqa: E402
+from slatelib.ops.engine._split import coarse_anchors  # noqa: E402
 from slatelib.ops.gc.collect import collect_garbage, gc_options  # noqa: E402
 from slatelib.paths import DbPaths  # noqa: E402
 from slatelib.reader import DbReader  # noqa: E402

@@ -40,8 +40,7 @@ from slatelib.format.native_merge import resolved_pairs
 from slatelib.format.native_pipe import HAVE_NATIVE_PIPE
 from slatelib.format.sst import SstWriterOptions
 from slatelib.objstore import ObjectStore, open_store
-from slatelib.ops.compaction.execute import execute_compaction_task
-from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views
+from slatelib.ops.engine import TaskOptions, build_tasks, execute_compaction_task, input_views
 from slatelib.ops.export.arrow_rows import arrow_schema, scan_task_batches
 from slatelib.ops.export.pin import create_read_checkpoint
 from slatelib.ops.export.scan import plan_scan

@@ -25,8 +25,8 @@ from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
-from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.compaction.service import CompactionService, ServiceDb, stop_on_signals
+from slatelib.ops.engine import TaskRunner
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

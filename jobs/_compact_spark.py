@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from slatelib.core.compaction_source import estimate_view_size, sst_size
 from slatelib.core.humanize import fmt_bytes
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
-from slatelib.ops.compaction.task import TaskFailure
+from slatelib.ops.engine import TaskFailure
 from slatelib.spark.executors import map_on_executors
 from slatelib.spark.guard import placement
 

@@ -89,7 +89,7 @@ def test_task_failing_on_an_executor_is_retried_without_duplicate_outputs(
         if task.index == 1 and not marker.exists():
             marker.write_text("x")  # this attempt's SSTs are uploaded, then it "fails"
             from slatelib.errors import UnavailableError
-            from slatelib.ops.compaction.task import TaskFailure
+            from slatelib.ops.engine import TaskFailure
 
             return TaskFailure.of(task.index, UnavailableError("executor lost"))
         return out

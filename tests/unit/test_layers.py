@@ -5,6 +5,12 @@ no two slatelib modules import each other at module level.
 A new module joins the layer of its package (``slatelib/<package>/...``) or, at the top of
 ``slatelib/``, the layer listed in :data:`LAYER_OF`. To change the contract, change
 docs/design.md and :data:`ALLOWED` together.
+
+Inside ``ops/`` (:func:`ops_problem`): the range engine (``ops/engine/``) imports no feature;
+a feature (``ops/compaction/``, ``ops/rescale/``, ``ops/export/``, ``ops/gc/``, or a module
+at the top of ``ops/`` such as ``ops/clone.py``) imports the engine's package only, and
+another feature only through that feature's package (its ``__init__``) or top-level module;
+nothing outside the engine imports the engine's private (``_``) modules.
 """
 
 from __future__ import annotations
@@ -175,3 +181,107 @@ def test_the_contract_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert "objstore" not in ALLOWED["core"] and "cli" not in ALLOWED["jobs"]
     assert "reader" not in ALLOWED["writer"] and "writer" not in ALLOWED["reader"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+# ------------------------------------------------------------------ rooms inside ops/
+OPS = "slatelib.ops"
+ENGINE = "slatelib.ops.engine"
+
+
+def ops_room(module: str) -> str | None:
+    """The room of a module inside ``ops/``: ``engine``, or a feature (a package such as
+    ``compaction``, or a top-level module such as ``clone``); None outside ``ops/`` (and
+    for ``slatelib.ops`` itself)."""
+    parts = module.split(".")
+    return parts[2] if module.startswith(OPS + ".") and len(parts) > 2 else None
+
+
+def ops_problem(src: str, target: str) -> str | None:
+    """Why ``src`` importing ``target`` breaks the rules inside ``ops/`` (None: it does not).
+
+    The engine imports no feature; only the engine imports its private modules; a feature
+    imports another feature only through that feature's package or top-level module."""
+    dst, own = ops_room(target), ops_room(src)
+    if dst is None or dst == own:
+        return None
+    public = f"{OPS}.{dst}"
+    if own == "engine":
+        return f"the engine imports no feature ({target})"
+    if dst == "engine":
+        return None if target == ENGINE else f"a private module of the engine ({target})"
+    if own is not None and target != public:
+        return f"a private module of feature {dst!r} ({target}; import {public})"
+    return None
+
+
+def all_imports(path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(line, imported module)`` of every import in ``path`` (or in ``text``, as if it were
+    that file), those under ``TYPE_CHECKING`` and relative ones included (``from pkg import
+    name`` yields ``pkg.name`` when that is a module of the repository)."""
+    mod = module_name(path)
+    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    source = path.read_text(encoding="utf-8") if text is None else text
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                is_module = ((REPO / Path(*sub.split("."))).with_suffix(".py").exists()
+                             or (REPO / Path(*sub.split(".")) / "__init__.py").exists())
+                yield node.lineno, sub if is_module else base
+
+
+def ops_problems(edges: list[tuple[str, str]]) -> list[str]:
+    """``src -> target: why`` for every edge that breaks the rules inside ``ops/``."""
+    out = []
+    for src, target in edges:
+        why = ops_problem(src, target)
+        if why is not None:
+            out.append(f"{src} -> {target}: {why}")
+    return out
+
+
+def test_features_use_the_engine_and_each_others_packages_only() -> None:
+    bad = []
+    for path in sources():
+        for line, target in all_imports(path):
+            why = ops_problem(module_name(path), target)
+            if why is not None:
+                bad.append(f"{path.relative_to(REPO)}:{line}: {why}")
+    assert bad == [], "imports against the rules inside ops/ (docs/design.md):\n" + "\n".join(bad)
+
+
+def test_the_ops_rules_catch_a_feature_reaching_into_another() -> None:
+    """The checker itself, on synthetic imports and on a module written to disk."""
+    assert ops_room("slatelib.ops.engine._task") == "engine"
+    assert ops_room("slatelib.ops.clone") == "clone" and ops_room("slatelib.ops") is None
+    assert ops_problems([("slatelib.ops.rescale.x", "slatelib.ops.compaction.run")]) == [
+        "slatelib.ops.rescale.x -> slatelib.ops.compaction.run: a private module of feature "
+        "'compaction' (slatelib.ops.compaction.run; import slatelib.ops.compaction)"]
+    bad = [("slatelib.ops.export.scan", "slatelib.ops.engine._input"),
+           ("slatelib.ops.engine._runner", "slatelib.ops.compaction"),
+           ("slatelib.spark.export", "slatelib.ops.engine._split"),
+           ("jobs.compact", "slatelib.ops.engine._task"),
+           ("slatelib.ops.rescale.targets", "slatelib.ops.gc.clone")]
+    assert len(ops_problems(bad)) == len(bad)
+    good = [("slatelib.ops.rescale.targets", "slatelib.ops.compaction"),
+            ("slatelib.ops.rescale.targets", "slatelib.ops.clone"),
+            ("slatelib.ops.export.scan", "slatelib.ops.engine"),
+            ("slatelib.ops.compaction.run", "slatelib.ops.compaction.commit"),
+            ("slatelib.ops.engine._execute", "slatelib.ops.engine._input"),
+            ("slatelib.spark.datasource", "slatelib.ops.export.scan"),
+            ("slatelib.ops.rescale.job", "slatelib.core.manifest")]
+    assert ops_problems(good) == []
+    fake = REPO / "slatelib" / "ops" / "rescale" / "x.py"
+    fake_src = ("from typing import TYPE_CHECKING\nfrom ..compaction import run\n"
+                "if TYPE_CHECKING:\n    from slatelib.ops.engine._task import TaskView\n")
+    found = [t for _, t in all_imports(fake, fake_src)]
+    assert "slatelib.ops.compaction.run" in found and "slatelib.ops.engine._task" in found
+    assert len(ops_problems([("slatelib.ops.rescale.x", t) for t in found])) == 2
+

@@ -5,7 +5,8 @@ or the package ``slatelib/<pkg>/.../<module>/`` (e.g. ``tests/unit/ops/compactio
 test_commit.py`` -> ``slatelib/ops/compaction/commit.py``, ``tests/unit/cli/
 test_read_cmds_sst.py`` -> ``slatelib/cli/read_cmds.py``); ``tests/unit/test_<module>*.py``
 tests a top-level module of ``slatelib/``; ``tests/unit/jobs/test_<module>*.py`` tests
-``jobs/<module>.py`` or ``jobs/_<module>.py``. A test of something that no single module owns
+``jobs/<module>.py`` or ``jobs/_<module>.py`` (likewise ``tests/unit/ops/engine/`` and the
+engine's private ``_<module>.py``). A test of something that no single module owns
 is listed in :data:`CROSS_CUTTING`, with the reason. Helpers (``support.py``, ``_*.py``,
 ``conftest.py``) are not test files and may sit anywhere.
 """
@@ -30,6 +31,10 @@ ALIASES = {REPO / "slatelib" / "ops" / "compact.py"}
 """Modules that only re-export another module's API for users (``slatelib.ops.compact`` ->
 :mod:`slatelib.ops.compaction`): tests are named for where the code lives, not for these."""
 
+PRIVATE_MODULES = {"jobs", "engine"}
+"""Directories whose ``_<module>.py`` files are tested by ``test_<module>*.py`` (``jobs/``,
+and ``slatelib/ops/engine/``, whose modules are all private to its package)."""
+
 
 def source_root(test_dir: Path) -> Path:
     """The source directory that ``test_dir`` (a directory below tests/unit) mirrors."""
@@ -49,7 +54,7 @@ def mirrored_modules(test_file: Path) -> list[Path]:
         name = "_".join(words[:n])
         for candidate in (src / f"{name}.py", src / f"_{name}.py", src / name / "__init__.py"):
             if (candidate.is_file() and candidate not in ALIASES
-                    and (candidate.name != f"_{name}.py" or src.name == "jobs")):
+                    and (candidate.name != f"_{name}.py" or src.name in PRIVATE_MODULES)):
                 found.append(candidate)
     return found
 

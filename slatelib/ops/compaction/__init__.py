@@ -8,10 +8,11 @@ The public API, re-exported here (no logic)::
     run_compaction(path, store, ...) -> CompactionReport                         # all of it
 
 Modules: :mod:`~.run` (one run: state, plan, fence, record, split, execute, commit),
-:mod:`~.runner` (where tasks run, retries), :mod:`~.task` (the picklable task and its
-outcome), :mod:`~.execute` / :mod:`~.input` / :mod:`~.output` (one task on an executor),
-:mod:`~.plan_io` (state reads and range splitting), :mod:`~.commit` (the CAS writes),
-:mod:`~.guard` (checks before the first write), :mod:`~.report`.
+:mod:`~.state` (the compactor state a run plans from), :mod:`~.commit` (the CAS writes),
+:mod:`~.guard` (checks before the first write), :mod:`~.report`, :mod:`~.service` and
+:mod:`~.worker` (long-running modes). The tasks, the runner, the input readers, the range
+split and merge-operator loading are the range engine's (:mod:`slatelib.ops.engine`),
+shared with rescale and export; the task names are re-exported here for compaction's users.
 ``slatelib.ops.compact`` is kept as an alias of this package's API.
 """
 
@@ -19,25 +20,23 @@ from __future__ import annotations
 
 from slatelib.core.compaction_plan import CompactionSpec, PlanOptions, Policy, plan_compaction
 from slatelib.core.compaction_source import SourceId
-from slatelib.ops.compaction.execute import execute_compaction_task
-from slatelib.ops.compaction.report import CompactionReport
+from slatelib.ops.compaction.report import CompactionReport, CompactionSummary
 from slatelib.ops.compaction.run import (
     CompactionJob,
     commit_compaction,
     plan_options,
     run_compaction,
 )
-from slatelib.ops.compaction.runner import (
-    TaskRunner,
-    ThreadTaskRunner,
-    execute_tasks,
-    run_compaction_task,
-)
-from slatelib.ops.compaction.task import (
+from slatelib.ops.engine import (
     CompactionResult,
     CompactionTask,
     TaskFailure,
     TaskOutcome,
+    TaskRunner,
+    ThreadTaskRunner,
+    execute_compaction_task,
+    execute_tasks,
+    run_compaction_task,
 )
 
 __all__ = [
@@ -45,6 +44,7 @@ __all__ = [
     "CompactionReport",
     "CompactionResult",
     "CompactionSpec",
+    "CompactionSummary",
     "CompactionTask",
     "PlanOptions",
     "Policy",

@@ -21,7 +21,8 @@ from slatelib.core.compactor_claim import Activity, ClaimVerdict
 from slatelib.core.manifest import Manifest
 from slatelib.errors import SlateError
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.plan_io import DbState, input_views
+from slatelib.ops.compaction.state import DbState
+from slatelib.ops.engine import input_views
 from slatelib.store.claim_store import ClaimStore, judge_manifest
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

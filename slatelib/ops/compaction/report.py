@@ -10,12 +10,12 @@ from slatelib.core.compaction_plan import CompactionSpec, Policy
 from slatelib.core.manifest import SstHandle
 from slatelib.core.ranges import BytesRange
 from slatelib.ids import ulid_to_str
-from slatelib.ops.compaction.task import CompactionResult, sum_retention
+from slatelib.ops.engine import CompactionResult, sum_retention
 
 if TYPE_CHECKING:
     from slatelib.ops.compaction.commit import CommitOutcome
-    from slatelib.ops.compaction.plan_io import InputView
     from slatelib.ops.compaction.run import CompactionJob
+    from slatelib.ops.engine import InputView
 
 MB = 1_000_000
 
@@ -73,6 +73,45 @@ class CompactionReport:
         out["versions_dropped"] = self.retention.get("versions_dropped", 0)
         out["tombstones_dropped"] = self.retention.get("tombstones_dropped", 0)
         return out
+
+
+    def summary(self) -> CompactionSummary:
+        """The figures of this run that a caller embedding it in its own report keeps
+        (a rescale target's compaction)."""
+        return CompactionSummary(
+            status=self.status, compaction_id=self.compaction_id, inputs=dict(self.inputs),
+            tasks=self.tasks, rows_in=self.rows_in, rows_out=self.rows_out,
+            bytes_in=self.bytes_in, bytes_out=self.bytes_out,
+            compactor_epoch=self.compactor_epoch, manifest_id=self.manifest_id,
+            phases_s=dict(self.phases_s), outputs=int(self.outputs.get("count", 0)))
+
+
+@dataclass(frozen=True)
+class CompactionSummary:
+    """A compaction run in brief (:meth:`CompactionReport.summary`): its status, id, inputs,
+    task, row and byte counts, epoch, manifest, phases and the number of output SSTs."""
+
+    status: str
+    compaction_id: str | None
+    inputs: Mapping[str, Any]
+    tasks: int
+    rows_in: int
+    rows_out: int
+    bytes_in: int
+    bytes_out: int
+    compactor_epoch: int | None
+    manifest_id: int | None
+    phases_s: Mapping[str, float]
+    outputs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``outcome`` (the status), then the other fields by name."""
+        return {"outcome": self.status, "compaction_id": self.compaction_id,
+                "inputs": dict(self.inputs), "tasks": self.tasks, "rows_in": self.rows_in,
+                "rows_out": self.rows_out, "bytes_in": self.bytes_in,
+                "bytes_out": self.bytes_out, "compactor_epoch": self.compactor_epoch,
+                "manifest_id": self.manifest_id, "phases_s": dict(self.phases_s),
+                "outputs": self.outputs}
 
 
 def _round(timing: Mapping[str, float]) -> dict[str, float]:

@@ -10,7 +10,7 @@ Public API (re-exported by :mod:`slatelib.ops.compaction`)::
 :func:`run_compaction` is what ``slate compact`` and ``jobs/compact.py`` call: read the state,
 plan, fence the other compactors, record the compaction in ``compactions/``, split it into
 ranges of balanced input bytes, run one task per range through a
-:class:`~slatelib.ops.compaction.runner.TaskRunner` (threads here, Spark executors in the
+:class:`~slatelib.ops.engine.TaskRunner` (threads here, Spark executors in the
 job), retry tasks that failed transiently, and commit.
 
 A database with segments (SlateDB RFC-0024) may need one compaction per segment
@@ -66,26 +66,28 @@ from slatelib.ops.compaction.commit import (
     mark_compactions,
     record_compaction,
 )
-from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources, judge_compactor
-from slatelib.ops.compaction.output_options import plan_output_options
-from slatelib.ops.compaction.plan_io import (
-    DbState,
-    InputView,
-    TaskOptions,
-    build_tasks,
-    input_views,
-    read_state,
-    split_ranges,
-)
 from slatelib.ops.compaction.report import (
     CompactionReport,
     ExecutedPart,
     build_report,
     plan_report,
 )
-from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
-from slatelib.ops.compaction.task import CompactionResult, CompactionTask
+from slatelib.ops.compaction.state import DbState, read_state
+from slatelib.ops.engine import (
+    CompactionResult,
+    CompactionTask,
+    InputView,
+    TaskOptions,
+    TaskRunner,
+    ThreadTaskRunner,
+    build_tasks,
+    execute_tasks,
+    input_views,
+    load_merge_operator,
+    plan_output_options,
+    split_ranges,
+)
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

@@ -70,11 +70,10 @@ from slatelib.exit_codes import (
 )
 from slatelib.objstore import ObjectStore, resolve_store
 from slatelib.ops.compaction.guard import judge_compactor
-from slatelib.ops.compaction.plan_io import read_state
 from slatelib.ops.compaction.report import CompactionReport
 from slatelib.ops.compaction.run import plan_options, run_compaction
-from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
-from slatelib.ops.compaction.task import CompactionTask, TaskOutcome
+from slatelib.ops.compaction.state import read_state
+from slatelib.ops.engine import CompactionTask, TaskOutcome, TaskRunner, ThreadTaskRunner
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

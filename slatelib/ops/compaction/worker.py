@@ -13,7 +13,7 @@ worker, for any number of databases at once (the protocol is in
   (else hand the claim back), read every input SST's index and filter, and split the
   work into key ranges (or take the ranges of the job's context when another worker
   started it, and resume each after its last output SST);
-- run one task per range through a :class:`~slatelib.ops.compaction.runner.TaskRunner`
+- run one task per range through a :class:`~slatelib.ops.engine.TaskRunner`
   (threads here, Spark executors in ``jobs/compact.py --worker``), recording each
   finished range's SSTs in the job's context;
 - **heartbeat** from a driver thread every ``heartbeat_interval`` with the latest
@@ -68,19 +68,29 @@ from slatelib.errors import (
 from slatelib.exit_codes import EXIT_OK, exit_code_for
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.execute import load_merge_operator
 from slatelib.ops.compaction.guard import check_sources
-from slatelib.ops.compaction.output_options import plan_output_options
-from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views, split_ranges
-from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner, execute_tasks
 from slatelib.ops.compaction.service import status_path, write_status
-from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskFailure, TaskOutcome
 from slatelib.ops.compaction.worker_report import (
     DbStats,
     RunningJob,
     first_problem,
     worker_report,
     worker_status,
+)
+from slatelib.ops.engine import (
+    CompactionResult,
+    CompactionTask,
+    TaskFailure,
+    TaskOptions,
+    TaskOutcome,
+    TaskRunner,
+    ThreadTaskRunner,
+    build_tasks,
+    execute_tasks,
+    input_views,
+    load_merge_operator,
+    plan_output_options,
+    split_ranges,
 )
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

@@ -2,7 +2,7 @@
 
 :func:`plan_scan` (driver) splits the views of the pinned manifest into key ranges of
 balanced input bytes with the compaction planner's range split
-(:func:`slatelib.ops.compaction.plan_io.split_ranges`), intersected with the requested key
+(:func:`slatelib.ops.engine.split_ranges`), intersected with the requested key
 range, and returns one picklable :class:`ScanTask` per range carrying only the views that
 overlap it. :func:`scan_task_rows` (executor) reads a task with the compaction input path
 (only the blocks that may hold keys of the range, CRC-checked, prefetched) plus the WAL rows
@@ -37,10 +37,19 @@ from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers, visible_
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, StoreSpec
-from slatelib.ops.compaction.execute import input_buffers, load_merge_operator
-from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_blocks, source_rows
-from slatelib.ops.compaction.plan_io import InputView, split_ranges
-from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
+from slatelib.ops.engine import (
+    CompactionTask,
+    InputView,
+    ReadTimer,
+    TaskSource,
+    TaskView,
+    input_buffers,
+    load_merge_operator,
+    open_inputs,
+    source_blocks,
+    source_rows,
+    split_ranges,
+)
 from slatelib.reader import replay_wal
 from slatelib.store.table_store import TableStore
 from slatelib.store.wal_store import WalStore

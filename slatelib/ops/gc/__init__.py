@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from slatelib.core.gc_rules import GcDecision, GcOptions
 from slatelib.ops.gc.backend import GcBackend, LocalBackend
+from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
 from slatelib.ops.gc.collect import (
     DIRS,
     DecisionSink,
@@ -26,6 +27,7 @@ from slatelib.ops.gc.collect import (
     run_gc,
 )
 from slatelib.ops.gc.report import GcReport
+from slatelib.ops.gc.state import read_live_set
 
 __all__ = [
     "DIRS",
@@ -38,7 +40,11 @@ __all__ = [
     "check_db_spelling",
     "check_live_external_dbs",
     "collect_garbage",
+    "drop_external_dbs",
     "fresh_rules",
     "gc_options",
+    "read_live_set",
+    "release_checkpoint",
+    "remove_expired_checkpoints",
     "run_gc",
 ]

@@ -26,8 +26,7 @@ from slatelib.core.segments import trees
 from slatelib.errors import InvalidArgumentError
 from slatelib.format.sst import read_stats
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.plan_io import InputView, fine_anchors
-from slatelib.ops.compaction.task import TaskView
+from slatelib.ops.engine import InputView, TaskView, fine_anchors
 from slatelib.store.sst_reader import BlockCache, SstReader
 from slatelib.store.table_store import TableStore
 

@@ -31,9 +31,12 @@ from slatelib.core.rescale_plan import (
 )
 from slatelib.errors import DataError, InvalidArgumentError, InvalidDbStateError, SlateError
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.execute import load_merge_operator
-from slatelib.ops.compaction.output_options import plan_database_options
-from slatelib.ops.compaction.runner import TaskRunner, ThreadTaskRunner
+from slatelib.ops.engine import (
+    TaskRunner,
+    ThreadTaskRunner,
+    load_merge_operator,
+    plan_database_options,
+)
 from slatelib.ops.rescale import record
 from slatelib.ops.rescale.balance import plan_weights, same_weights
 from slatelib.ops.rescale.pipeline import BatchRunner, compact_targets

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from slatelib.errors import InternalError, SlateError
-from slatelib.ops.compaction.runner import TaskRunner
-from slatelib.ops.compaction.task import CompactionTask, TaskOutcome
+from slatelib.ops.engine import CompactionTask, TaskOutcome, TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ C = TypeVar("C")
 BatchRunner = Callable[[Sequence[CompactionTask]], list[TaskOutcome]]
 """Runs compaction tasks of several databases and returns one outcome per task, IN TASK
 ORDER (indexes repeat across databases, so the order is what matches them), a failure as a
-:class:`~slatelib.ops.compaction.task.TaskFailure` value."""
+:class:`~slatelib.ops.engine.TaskFailure` value."""
 
 
 class TaskGather:

@@ -35,8 +35,7 @@ from slatelib.errors import (
     WriterActiveError,
 )
 from slatelib.objstore import ObjectStore, wal_store_of
-from slatelib.ops.compaction.execute import load_merge_operator
-from slatelib.ops.compaction.output_options import plan_database_options
+from slatelib.ops.engine import load_merge_operator, plan_database_options
 from slatelib.paths import file_name, parse_wal_name
 from slatelib.store.manifest_store import ManifestStore, StoredManifest
 from slatelib.store.sst_options import settings_for

@@ -38,10 +38,14 @@ from slatelib.errors import (
 from slatelib.objstore import ObjectStore
 from slatelib.ops.clone import CloneSource, create_clone_from_sources
 from slatelib.ops.compaction import run_compaction
-from slatelib.ops.compaction.runner import TaskRunner
 from slatelib.ops.destroy import layout_objects
-from slatelib.ops.gc.clone import drop_external_dbs, release_checkpoint, remove_expired_checkpoints
-from slatelib.ops.gc.state import read_live_set
+from slatelib.ops.engine import TaskRunner
+from slatelib.ops.gc import (
+    drop_external_dbs,
+    read_live_set,
+    release_checkpoint,
+    remove_expired_checkpoints,
+)
 from slatelib.ops.rescale.record import active_path
 from slatelib.paths import DbPaths
 from slatelib.store.claim_store import ClaimStore
@@ -147,7 +151,8 @@ def compact_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
                    settings: Settings, *, runner: TaskRunner | None, parallelism: int | None,
                    clock: Clock) -> dict[str, Any]:
     """Step 2 (skipped when the target no longer reads a source SST); returns the
-    compaction report (``outcome``) or why it was skipped.
+    compaction's summary (:class:`~slatelib.ops.compaction.CompactionSummary`, ``outcome``
+    its status) or why it was skipped.
 
     Raises:
         SlateError: as :func:`run_compaction`.
@@ -158,12 +163,8 @@ def compact_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,
     cs = replace(settings.compaction, checkpoint_lifetime=0.0)
     report = run_compaction(target.path, store, settings=replace(settings, compaction=cs),
                             policy="full", parallelism=parallelism, takeover=True,
-                            runner=runner, clock=clock).to_dict()
-    keep = ("compaction_id", "inputs", "tasks", "rows_in", "rows_out", "bytes_in",
-            "bytes_out", "compactor_epoch", "manifest_id", "phases_s")
-    out = {"outcome": report["status"], **{k: report[k] for k in keep if k in report}}
-    out["outputs"] = report.get("outputs", {}).get("count", 0)
-    return out
+                            runner=runner, clock=clock)
+    return report.summary().to_dict()
 
 
 def detach_target(store: ObjectStore, plan: RescalePlan, target: PlanTarget,

@@ -26,9 +26,11 @@ cannot vouch for (a task without the check, a check that failed to read, a manif
 is not exactly the checked outputs, a target with WAL data) is left to the separate check
 (:func:`~.validate.check_targets`), which reads the target as it is: never weaker.
 
-Opt-in: the compaction code is unchanged. :class:`CheckedTask` is a
-:class:`CompactionTask` with the part scans attached; :func:`run_checked_compaction_task`
-runs :func:`run_compaction_task` and then the check (a plain task: the compaction alone).
+Opt-in, through the range engine's hook: :class:`PartsCheck` (the part scans) is the
+task's ``after_outputs`` (:class:`slatelib.ops.engine.OutputCheck`), which the engine calls
+in the task once the outputs are written (:func:`slatelib.ops.engine.run_compaction_task`),
+its :class:`TaskCheck` kept in the result's ``check``; a task without it is the compaction
+alone.
 """
 
 from __future__ import annotations
@@ -37,13 +39,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.manifest import Manifest, SortedRun, SstHandle, SstView
 from slatelib.core.ranges import BoundKind, BytesRange
 from slatelib.core.rescale_check import RangeStats, check_tiling, committed_problem
@@ -53,9 +53,13 @@ from slatelib.errors import InvalidDbStateError
 from slatelib.format.native_pipe import ArrowBuffers
 from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.execute import load_merge_operator
-from slatelib.ops.compaction.runner import run_compaction_task
-from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskOutcome
+from slatelib.ops.engine import (
+    CompactionResult,
+    CompactionTask,
+    TaskOutcome,
+    load_merge_operator,
+    run_compaction_task,
+)
 from slatelib.ops.rescale.validate import COMPARED_ROWS, ReaderPool, ScanTask, TargetCheck
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
@@ -108,19 +112,24 @@ class TaskCheck:
         return self.error is None and self.difference is None
 
 
-@dataclass(frozen=True, slots=True)
-class CheckedTask(CompactionTask):
-    """A compaction task of a rescale target with the scans of its parts (each a source at
-    the job's checkpoint, clipped to the task's range)."""
+@dataclass(frozen=True)
+class PartsCheck:
+    """The engine hook (``CompactionTask.after_outputs``) of a rescale target's task: the
+    scans of its parts (each a source at the job's checkpoint, clipped to the task's range),
+    compared with the outputs once they are written (:func:`check_task_outputs`)."""
 
     scans: tuple[ScanTask, ...] = ()
 
+    def __call__(self, store: ObjectStore, task: CompactionTask,
+                 outputs: Sequence[SstHandle]) -> TaskCheck:
+        return check_task_outputs(store, task, outputs, self.scans)
 
-@dataclass(frozen=True)
-class CheckedResult(CompactionResult):
-    """A task's :class:`CompactionResult` with its :class:`TaskCheck`."""
 
-    check: TaskCheck | None = None
+def task_check_of(outcome: TaskOutcome) -> TaskCheck | None:
+    """The :class:`TaskCheck` a task's hook left in its result (None: a failed task, or one
+    that ran without the check)."""
+    check = outcome.check if isinstance(outcome, CompactionResult) else None
+    return check if isinstance(check, TaskCheck) else None
 
 
 class SideReadError(Exception):
@@ -214,8 +223,8 @@ def _source_side(scan: ScanTask) -> str:
     return f"source {scan.path!r} at checkpoint {scan.checkpoint}"
 
 
-def check_task_outputs(store: ObjectStore, task: CheckedTask,
-                       outputs: Sequence[SstHandle]) -> TaskCheck:
+def check_task_outputs(store: ObjectStore, task: CompactionTask, outputs: Sequence[SstHandle],
+                       scans: Sequence[ScanTask]) -> TaskCheck:
     """The check of one finished task (:class:`TaskCheck`; a failure to read as ``error``,
     a difference between the rows as ``difference``)."""
     started = time.perf_counter()
@@ -230,7 +239,7 @@ def check_task_outputs(store: ObjectStore, task: CheckedTask,
             got = compare_row_streams(
                 _named(f"the outputs of {task.db_path!r}", partial(
                     output_windows, store, task.db_path, outputs, task.merge_operator)),
-                parts_windows(task.scans, readers))
+                parts_windows(scans, readers))
         finally:
             try:
                 readers.close()
@@ -248,20 +257,11 @@ def check_task_outputs(store: ObjectStore, task: CheckedTask,
                          else f"{type(exc).__name__}: {exc}")
 
 
-def run_checked_compaction_task(task: CompactionTask, *, store: ObjectStore | None = None,
-                                clock: Clock = SYSTEM_CLOCK) -> TaskOutcome:
-    """:func:`run_compaction_task`, then, for a :class:`CheckedTask` that succeeded, its
-    check (:class:`CheckedResult`). A failed check never fails the task: the compaction is
-    committed as without it, and the driver checks that target by the separate scan."""
-    if not isinstance(task, CheckedTask):
-        return run_compaction_task(task, store=store, clock=clock)
-    obj_store = store if store is not None else task.store.open()
-    outcome = run_compaction_task(task, store=obj_store, clock=clock)
-    if not isinstance(outcome, CompactionResult):
-        return outcome
-    check = check_task_outputs(obj_store, task, outcome.outputs)
-    return CheckedResult(outcome.index, outcome.outputs, outcome.metrics, outcome.attempt,
-                         check=check)
+run_checked_compaction_task = run_compaction_task
+"""The task function of a rescale's runners: the engine's, which runs a task's
+:class:`PartsCheck` after its outputs (kept under this name for ``jobs/rescale.py``). A
+failed check never fails the task (:func:`check_task_outputs` reports it as ``error``): the
+compaction is committed as without it, and the driver checks that target by the scan."""
 
 
 def _half_open(r: BytesRange) -> tuple[bytes | None, bytes | None] | None:
@@ -285,9 +285,9 @@ class _Target:
 
 
 class FusedCheck:
-    """The rescale's side of the fused check: wraps the targets' compaction tasks into
-    :class:`CheckedTask` values (:meth:`batch_runner`), keeps their outcomes, and verifies
-    each committed target (:meth:`verify`)."""
+    """The rescale's side of the fused check: attaches a :class:`PartsCheck` to the targets'
+    compaction tasks (:meth:`batch_runner`), keeps their outcomes, and verifies each
+    committed target (:meth:`verify`)."""
 
     def __init__(self, store: ObjectStore, plan: RescalePlan, checkpoints: Mapping[int, str],
                  merge_operator: str | None) -> None:
@@ -301,10 +301,10 @@ class FusedCheck:
             self._targets[t.path] = _Target(i, t.path, parts, [])
 
     def wrap(self, task: CompactionTask) -> CompactionTask:
-        """``task`` with its part scans (unchanged: not a target's, or a range the scans
-        cannot take)."""
+        """``task`` with its part scans as its hook (unchanged: not a target's, a task with a
+        hook already, or a range the scans cannot take)."""
         target = self._targets.get(task.db_path)
-        if target is None or isinstance(task, CheckedTask):
+        if target is None or task.after_outputs is not None:
             return task
         scans = []
         for path, checkpoint, rng in target.parts:
@@ -316,8 +316,7 @@ class FusedCheck:
                 return task
             scans.append(ScanTask(task.store, path, checkpoint, keys[0], keys[1],
                                   self.merge_operator, target.index, "source"))
-        values: dict[str, Any] = {f.name: getattr(task, f.name) for f in fields(task)}
-        return CheckedTask(**values, scans=tuple(scans))
+        return replace(task, after_outputs=PartsCheck(tuple(scans)))
 
     def batch_runner(self, inner: BatchRunner) -> BatchRunner:
         """``inner`` running the wrapped tasks; every outcome kept for :meth:`verify`."""
@@ -362,7 +361,7 @@ class FusedCheck:
         ordered = [done[i] for i in range(len(done))]
         checks: list[TaskCheck] = []
         for _, outcome in ordered:
-            check = outcome.check if isinstance(outcome, CheckedResult) else None
+            check = task_check_of(outcome)
             if check is None:
                 return f"task {outcome.index} ran without the in-task check"
             if check.error is not None:
@@ -408,7 +407,7 @@ class FusedCheck:
                            first_difference=difference)
 
 
-__all__ = ["CHECKED_BY_SCAN", "CHECKED_BY_TASKS", "WINDOW_BYTES", "WINDOW_ROWS", "CheckedResult",
-           "CheckedTask", "FusedCheck", "OutputObject", "SideReadError", "TaskCheck", "arrow_window",
+__all__ = ["CHECKED_BY_SCAN", "CHECKED_BY_TASKS", "WINDOW_BYTES", "WINDOW_ROWS", "FusedCheck",
+           "OutputObject", "PartsCheck", "SideReadError", "TaskCheck", "arrow_window",
            "check_task_outputs", "output_windows", "parts_windows", "run_checked_compaction_task",
-           "source_windows"]
+           "source_windows", "task_check_of"]

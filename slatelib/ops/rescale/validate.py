@@ -40,8 +40,7 @@ from slatelib.errors import (
 )
 from slatelib.format import native
 from slatelib.objstore import ObjectStore, StoreSpec
-from slatelib.ops.compaction.execute import load_merge_operator
-from slatelib.ops.compaction.plan_io import fine_anchors
+from slatelib.ops.engine import fine_anchors, load_merge_operator
 from slatelib.ops.rescale.balance import manifest_views
 from slatelib.reader import DbReader
 from slatelib.store.manifest_store import ManifestStore

@@ -257,7 +257,7 @@ def test_overlapping_views_equals_a_scan_of_every_view() -> None:
             r.shuffle(effs)
         rk = run_keys(effs)
         if rk is None:
-            continue  # build_tasks scans such a run (tests/unit/ops/compaction/test_plan_io.py)
+            continue  # build_tasks scans such a run (tests/unit/ops/engine/test_split.py)
         checked += 1
         for _ in range(10):
             task = BytesRange(_rand_bound(r), _rand_bound(r))

@@ -747,7 +747,7 @@ def test_format_suite_passes_without_the_extension() -> None:
     assert probe.stdout.strip() == "False"
     tests = [f"tests/unit/format/{t}"
              for t in ("test_sst.py", "test_block.py", "test_block_v1.py", "test_bloom.py")]
-    tests.append("tests/unit/ops/compaction/test_execute.py")
+    tests.append("tests/unit/ops/engine/test_execute.py")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         cwd=REPO, env=env, capture_output=True, text=True,

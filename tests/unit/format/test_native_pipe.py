@@ -546,7 +546,7 @@ def test_the_pure_python_paths_pass_without_the_pipeline() -> None:
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c", "from slatelib.format import native_pipe as p; "
-         "from slatelib.ops.compaction.execute import native_pipeline_for; "
+         "from slatelib.ops.engine._execute import native_pipeline_for; "
          "print(p.HAVE_NATIVE_PIPE)"],
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )
@@ -554,7 +554,7 @@ def test_the_pure_python_paths_pass_without_the_pipeline() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "tests/unit/test_reader_scan_stats.py", "tests/unit/store/test_read_view.py",
-         "tests/unit/ops/compaction/test_execute.py", "tests/unit/ops/export/test_arrow_rows.py",
+         "tests/unit/ops/engine/test_execute.py", "tests/unit/ops/export/test_arrow_rows.py",
          "-k", "not native"],
         cwd=repo, env=env, capture_output=True, text=True,
     )

@@ -11,10 +11,9 @@ from slatelib.core.ranges import BytesRange
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
-from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views
-from slatelib.ops.compaction.task import CompactionTask
+from slatelib.ops.engine import CompactionTask, TaskOptions, build_tasks, input_views
 from slatelib.store.table_store import TableStore
-from tests.unit.ops.compaction.test_plan_io import _random_spec, _range
+from tests.unit.ops.engine.test_split import _random_spec, _range
 
 
 def _task_bytes_definition(task: CompactionTask) -> int:

@@ -39,7 +39,7 @@ from slatelib.ops.compaction import (
     run_compaction,
     run_compaction_task,
 )
-from slatelib.ops.compaction.task import TaskOutcome
+from slatelib.ops.engine import TaskOutcome
 from slatelib.paths import DbPaths
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
@@ -503,7 +503,7 @@ def test_a_run_that_failed_after_its_fence_leaves_no_marker_behind_the_next_run(
 
     def broken(task: CompactionTask) -> TaskOutcome:
         from slatelib.errors import CorruptObjectError
-        from slatelib.ops.compaction.task import TaskFailure
+        from slatelib.ops.engine import TaskFailure
         return TaskFailure.of(task.index, CorruptObjectError("block 2 is damaged"))
 
     with pytest.raises(Exception, match="block 2 is damaged"):

@@ -287,7 +287,7 @@ def test_a_run_that_read_the_epoch_before_a_racing_run_fenced_it_still_calls_it_
     """K1 of the fault harness: run B read epoch E; run A fences E + 1 (and prunes) before B
     lists the claim records; B's verdict on E must still be 'ours'."""
     from slatelib.ops.compaction.guard import judge_compactor
-    from slatelib.ops.compaction.plan_io import read_state
+    from slatelib.ops.compaction.state import read_state
     from slatelib.store.compactions_store import CompactionsStore
 
     fill(store)

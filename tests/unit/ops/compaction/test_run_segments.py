@@ -21,7 +21,7 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.ids import ulid_to_str
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import CompactionTask, ThreadTaskRunner, run_compaction
-from slatelib.ops.compaction.task import TaskOutcome
+from slatelib.ops.engine import TaskOutcome
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import NOW_MS, flush_segmented, new_db

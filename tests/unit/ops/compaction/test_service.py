@@ -31,7 +31,7 @@ from slatelib.ops.compaction.service import (
     stop_on_signals,
     write_status,
 )
-from slatelib.ops.compaction.task import CompactionTask, TaskOutcome
+from slatelib.ops.engine import CompactionTask, TaskOutcome
 from slatelib.paths import DbPaths
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

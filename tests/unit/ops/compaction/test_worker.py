@@ -31,8 +31,8 @@ from slatelib.core.row import VALUE, Row
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import CompactionTask, ThreadTaskRunner, run_compaction_task
-from slatelib.ops.compaction.task import TaskOutcome
 from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
+from slatelib.ops.engine import TaskOutcome
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
@@ -243,7 +243,7 @@ def test_heartbeats_publish_the_ranges_and_each_finished_ranges_ssts(
 
 def failing(task: CompactionTask) -> TaskOutcome:
     from slatelib.errors import CorruptObjectError
-    from slatelib.ops.compaction.task import TaskFailure
+    from slatelib.ops.engine import TaskFailure
     return TaskFailure.of(task.index, CorruptObjectError("bad block 3 of sst X"))
 
 

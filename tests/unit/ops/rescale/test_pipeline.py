@@ -9,8 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from slatelib.errors import InternalError, UnavailableError
-from slatelib.ops.compaction.runner import TaskRunner
-from slatelib.ops.compaction.task import CompactionTask, TaskFailure, TaskOutcome
+from slatelib.ops.engine import CompactionTask, TaskFailure, TaskOutcome, TaskRunner
 from slatelib.ops.rescale.pipeline import TaskGather, compact_targets
 from slatelib.testing.faulty import SimulatedCrash
 

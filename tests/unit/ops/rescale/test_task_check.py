@@ -13,22 +13,23 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
 from slatelib import Db
+from slatelib.core.manifest import SstHandle
 from slatelib.core.rescale_check import RangeStats
 from slatelib.core.rescale_plan import RescalePlan
 from slatelib.core.rescale_rows import RowWindow
 from slatelib.errors import DataError, UnavailableError
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.runner import ThreadTaskRunner
-from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskOutcome
+from slatelib.ops.engine import CompactionResult, CompactionTask, TaskOutcome, ThreadTaskRunner
 from slatelib.ops.rescale import RescaleOptions, merge_databases, split_database, task_check
 from slatelib.ops.rescale import job as job_module
 from slatelib.ops.rescale.record import active_path
 from slatelib.ops.rescale.task_check import (
-    CheckedResult,
-    CheckedTask,
+    PartsCheck,
+    TaskCheck,
     check_task_outputs,
     output_windows,
     run_checked_compaction_task,
+    task_check_of,
 )
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
@@ -101,37 +102,41 @@ def test_output_windows_read_the_stored_sst(store: ObjectStore, clock: FakeClock
         list(output_windows(store, "s-1", outputs, None))
 
 
-def _after_compaction(hook: Callable[[ObjectStore, CompactionTask, CompactionResult], None],
-                      store: ObjectStore, *, target: str = "s-1") -> Callable[..., TaskOutcome]:
-    """:func:`run_compaction_task` that runs ``hook`` on ``target``'s outputs."""
-    real = task_check.run_compaction_task
-
-    def run(task: CompactionTask, **kwargs: Any) -> TaskOutcome:
-        got = real(task, **kwargs)
-        if task.db_path == target and isinstance(got, CompactionResult):
-            hook(store, task, got)
-        return got
-
-    return run
+Outputs = Sequence[SstHandle]
 
 
-def _flip(store: ObjectStore, task: CompactionTask, got: CompactionResult) -> None:
-    path = DbPaths.of(task.db_path).compacted(got.outputs[0].id)
+def _before_check(hook: Callable[[ObjectStore, CompactionTask, Outputs], None],
+                  store: ObjectStore, *, target: str = "s-1") -> Callable[..., TaskCheck]:
+    """:func:`check_task_outputs` (what the engine's hook runs once the outputs are
+    written) that first runs ``hook`` on ``target``'s outputs."""
+    real = task_check.check_task_outputs
+
+    def check(obj_store: ObjectStore, task: CompactionTask, outputs: Outputs,
+              scans: Any) -> TaskCheck:
+        if task.db_path == target:
+            hook(store, task, outputs)
+        return real(obj_store, task, outputs, scans)
+
+    return check
+
+
+def _flip(store: ObjectStore, task: CompactionTask, outputs: Outputs) -> None:
+    path = DbPaths.of(task.db_path).compacted(outputs[0].id)
     data = bytearray(store.get(path))
     data[len(data) // 3] ^= 0xFF
     store.put(path, bytes(data))
 
 
-def _drop(store: ObjectStore, task: CompactionTask, got: CompactionResult) -> None:
-    store.delete(DbPaths.of(task.db_path).compacted(got.outputs[-1].id))
+def _drop(store: ObjectStore, task: CompactionTask, outputs: Outputs) -> None:
+    store.delete(DbPaths.of(task.db_path).compacted(outputs[-1].id))
 
 
 @pytest.mark.parametrize("hook", [_flip, _drop], ids=["damaged", "missing"])
 def test_a_damaged_or_missing_output_sst_is_caught_and_nothing_is_released(
         store: ObjectStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch,
-        hook: Callable[[ObjectStore, CompactionTask, CompactionResult], None]) -> None:
+        hook: Callable[[ObjectStore, CompactionTask, Outputs], None]) -> None:
     make_source(store, clock)
-    monkeypatch.setattr(task_check, "run_compaction_task", _after_compaction(hook, store))
+    monkeypatch.setattr(task_check, "check_task_outputs", _before_check(hook, store))
     with pytest.raises(DataError):
         split_database("src", store, SHARDS, clock=clock)
     _not_validated(store)
@@ -142,13 +147,14 @@ def test_an_output_lost_after_its_tasks_check_is_caught(
     """The tasks read every output back, then one disappears before the commit: the
     driver's look at the committed objects sends the target to the scan, which fails."""
     make_source(store, clock)
-    checked: list[CheckedResult] = []
+    checked: list[CompactionResult] = []
 
     def batch(tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
         outcomes = ThreadTaskRunner(2, task_fn=run_checked_compaction_task)(tasks)
         for t, o in zip(tasks, outcomes, strict=True):
-            if t.db_path == "s-1" and isinstance(o, CheckedResult):
-                assert o.check is not None and o.check.error is None
+            check = task_check_of(o)
+            if t.db_path == "s-1" and isinstance(o, CompactionResult) and check is not None:
+                assert check.error is None
                 checked.append(o)
                 store.delete(DbPaths.of("s-1").compacted(o.outputs[0].id))
         return outcomes
@@ -356,15 +362,17 @@ def test_empty_ranges_compare_as_empty_streams(store: ObjectStore, clock: FakeCl
     def batch(tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
         outcomes = ThreadTaskRunner(2, task_fn=run_checked_compaction_task)(tasks)
         for t, o in zip(tasks, outcomes, strict=True):
-            if t.db_path == "s-1" and isinstance(t, CheckedTask) and "empty" not in found:
-                assert isinstance(o, CheckedResult) and o.check is not None
-                assert o.check.equal and o.check.outputs is not None
-                assert o.check.outputs.keys > 0
-                empty = replace(t, scans=tuple(replace(sc, start=b"k00150a", end=b"k00150b")
-                                               for sc in t.scans))
-                found["empty"] = check_task_outputs(store, empty, [])
-                found["extra"] = check_task_outputs(store, empty, o.outputs)
-                found["missing"] = check_task_outputs(store, t, [])
+            parts = t.after_outputs
+            if t.db_path == "s-1" and isinstance(parts, PartsCheck) and "empty" not in found:
+                check = task_check_of(o)
+                assert isinstance(o, CompactionResult) and check is not None
+                assert check.equal and check.outputs is not None
+                assert check.outputs.keys > 0
+                empty = tuple(replace(sc, start=b"k00150a", end=b"k00150b")
+                              for sc in parts.scans)
+                found["empty"] = check_task_outputs(store, t, [], empty)
+                found["extra"] = check_task_outputs(store, t, o.outputs, empty)
+                found["missing"] = check_task_outputs(store, t, [], parts.scans)
         return outcomes
 
     report = split_database("src", store, SHARDS, clock=clock, at=[b"k00100", b"k00200"],
@@ -400,13 +408,22 @@ def test_a_task_check_that_fails_leaves_its_target_to_the_scan(
     assert report["validation"]["target_keys"] == len(model)
 
 
-def test_plain_tasks_and_runner_factories_are_checked_by_the_scan(
+def test_tasks_run_without_their_hook_and_runner_factories_are_checked_by_the_scan(
         store: ObjectStore, clock: FakeClock) -> None:
     make_source(store, clock)
+
+    def execute_only(task: CompactionTask) -> TaskOutcome:  # a task function without hooks
+        return ThreadTaskRunner(1)([replace(task, after_outputs=None)])[0]
+
     report = split_database("src", store, SHARDS, clock=clock,
-                            batch_runner=ThreadTaskRunner(2)).to_dict()
+                            batch_runner=ThreadTaskRunner(2, task_fn=execute_only)).to_dict()
     assert [t["checked_by"] for t in report["targets"]] == ["scan"] * 3
     assert all("without the in-task check" in t["scan_reason"] for t in report["targets"])
+    plain = memory_store()
+    make_source(plain, clock)
+    report = split_database("src", plain, SHARDS, clock=clock,
+                            batch_runner=ThreadTaskRunner(2)).to_dict()
+    assert [t["checked_by"] for t in report["targets"]] == ["compaction tasks"] * 3
     twin = memory_store()
     make_source(twin, clock)
     report = split_database("src", twin, SHARDS, clock=clock,
@@ -418,21 +435,22 @@ def test_plain_tasks_and_runner_factories_are_checked_by_the_scan(
 def test_checked_tasks_carry_their_parts_at_the_checkpoint(
         store: ObjectStore, clock: FakeClock) -> None:
     make_source(store, clock)
-    seen: list[CheckedTask] = []
+    seen: list[tuple[str, PartsCheck]] = []
 
     def batch(tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
-        seen.extend(t for t in tasks if isinstance(t, CheckedTask))
+        seen.extend((t.db_path, t.after_outputs) for t in tasks
+                    if isinstance(t.after_outputs, PartsCheck))
         return ThreadTaskRunner(2, task_fn=run_checked_compaction_task)(tasks)
 
     report = split_database("src", store, SHARDS, clock=clock, at=[b"k00100", b"k00200"],
                             batch_runner=batch, options=RescaleOptions(slots=2)).to_dict()
     cp = report["sources"][0]["checkpoint_id"]
-    by_target = {t.db_path: t for t in seen}
+    by_target = dict(seen)
     assert sorted(by_target) == SHARDS
-    for t in seen:
+    for _, parts in seen:
         assert all(s.path == "src" and s.checkpoint == cp and s.side == "source"
-                   for s in t.scans)
-    mid = [s for t in seen if t.db_path == "s-1" for s in t.scans]
+                   for s in parts.scans)
+    mid = [s for path, parts in seen if path == "s-1" for s in parts.scans]
     assert min(s.start or b"" for s in mid) == b"k00100"
     assert max(s.end or b"" for s in mid) == b"k00200"
 

@@ -20,8 +20,13 @@ from slatelib.format.sst import SstWriterOptions, parse_sst
 from slatelib.ids import ulid_time_ms
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import ThreadTaskRunner, run_compaction, run_compaction_task
-from slatelib.ops.compaction.execute import execute_compaction_task, load_merge_operator
-from slatelib.ops.compaction.plan_io import TaskOptions, build_tasks, input_views
+from slatelib.ops.engine import (
+    TaskOptions,
+    build_tasks,
+    execute_compaction_task,
+    input_views,
+    load_merge_operator,
+)
 from slatelib.paths import DbPaths
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.table_store import TableStore
@@ -207,14 +212,14 @@ def test_without_merge_operator_operands_stay_unfolded(store: ObjectStore) -> No
 
 
 class Upper:
-    """A merge operator loadable as ``tests.unit.ops.compaction.test_execute:Upper``."""
+    """A merge operator loadable as ``tests.unit.ops.engine.test_execute:Upper``."""
 
     def merge(self, key: bytes, existing: bytes | None, operand: bytes) -> bytes:
         return (existing or b"") + operand.upper()
 
 
 def test_merge_operator_can_be_loaded_by_import_path() -> None:
-    op = load_merge_operator("tests.unit.ops.compaction.test_execute:Upper")
+    op = load_merge_operator("tests.unit.ops.engine.test_execute:Upper")
     assert op is not None and op.merge(b"k", b"a", b"b") == b"aB"
     with pytest.raises(Exception, match="cannot load merge operator"):
         load_merge_operator("tests.nothing_here:Nope")
@@ -281,7 +286,8 @@ def test_sorted_run_sources_are_merged_with_l0(store: ObjectStore) -> None:
 
 
 def test_input_buffers_stay_bounded_however_many_sources() -> None:
-    from slatelib.ops.compaction.execute import INPUT_BUFFER_BYTES, input_buffers
+    from slatelib.ops.engine import input_buffers
+    from slatelib.ops.engine._execute import INPUT_BUFFER_BYTES
 
     assert input_buffers(10, 4, 2 << 20) == (4, 2 << 20)  # 0.17's defaults fit
     for sources in (1, 10, 50, 200, 5000):
@@ -312,7 +318,7 @@ def test_task_failures_keep_their_kind_across_the_wire() -> None:
     import pickle
 
     from slatelib.errors import InternalError, SstMissingError, UnavailableError
-    from slatelib.ops.compaction.task import TaskFailure
+    from slatelib.ops.engine import TaskFailure
 
     cases = [
         (UnavailableError("s3 timeout"), UnavailableError, True),

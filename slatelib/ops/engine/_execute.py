@@ -33,7 +33,6 @@ removes them.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import resource
 import sys
@@ -41,48 +40,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
-from slatelib.core.merge import MergeOperator, as_merge_operator
 from slatelib.core.retention import RetentionPolicy, RetentionStats
 from slatelib.core.window_merge import DEFAULT_FILL_ROWS
-from slatelib.errors import InvalidArgumentError
 from slatelib.format.native_merge import retained_batches
 from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, RetainPipe, accepts_fill
 from slatelib.format.sst import SstWriter
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.input import ReadTimer, open_inputs, source_blocks, source_rows
-from slatelib.ops.compaction.output import OutputWriter
-from slatelib.ops.compaction.task import CompactionResult, CompactionTask, TaskMetrics
+from slatelib.ops.engine._input import ReadTimer, open_inputs, source_blocks, source_rows
+from slatelib.ops.engine._merge_operator import load_merge_operator
+from slatelib.ops.engine._output import OutputWriter
+from slatelib.ops.engine._task import CompactionResult, CompactionTask, TaskMetrics
 
 log = logging.getLogger(__name__)
-
-
-def load_merge_operator(name: str | None) -> MergeOperator | None:
-    """A builtin merge operator by name (``"concat"``), or ``"package.module:attr"`` where
-    ``attr`` is an operator object, a class or factory returning one, or a function
-    ``f(key, existing, operand)``.
-
-    Raises:
-        InvalidArgumentError: an unknown name or an import that fails.
-    """
-    if name is None or not name.strip():
-        return None
-    if ":" not in name:
-        return as_merge_operator(name.strip())
-    module_name, _, attr = name.strip().partition(":")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgumentError(f"cannot load merge operator {name!r}: {exc}") from exc
-    if isinstance(obj, type):
-        obj = obj()
-    elif callable(obj) and not hasattr(obj, "merge"):
-        try:
-            candidate = obj()
-        except TypeError:
-            candidate = obj
-        obj = candidate if hasattr(candidate, "merge") else obj
-    return as_merge_operator(obj)
 
 
 INPUT_BUFFER_BYTES = 128 * 1024 * 1024

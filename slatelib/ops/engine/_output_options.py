@@ -25,7 +25,7 @@ from slatelib.format.block_size import block_size_bounds, block_size_candidates
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.task import TaskView
+from slatelib.ops.engine._task import TaskView
 from slatelib.store.sst_options import prefix_extractors, sst_choices, writer_options_for
 from slatelib.store.sst_reader import BlockCache, SstReader
 from slatelib.store.table_store import TableStore

@@ -48,7 +48,7 @@ from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, CheckedBlocks, check_s
 from slatelib.format.sst import block_range
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.task import CompactionTask
+from slatelib.ops.engine._task import CompactionTask
 from slatelib.store.sst_reader import SstReader
 
 _key = itemgetter(0)

@@ -17,7 +17,7 @@ from slatelib.format import bloom
 from slatelib.format.sst import SstWriterOptions
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.compaction import ThreadTaskRunner, run_compaction
-from slatelib.ops.compaction.output_options import plan_output_options
+from slatelib.ops.engine import plan_output_options
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sst_reader import SstReader
 from slatelib.store.table_store import TableStore
@@ -72,7 +72,7 @@ def test_outputs_keep_the_databases_codec_block_size_and_filters(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Fixed prefixes hashed by the block writer, or a Python extractor over each finished
     block, under the native pipeline and the row path alike."""
-    from slatelib.ops.compaction import execute
+    from slatelib.ops.engine import _execute as execute
 
     if not native_pipe:
         monkeypatch.setattr(execute, "native_pipeline_for", lambda task: False)

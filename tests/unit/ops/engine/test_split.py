@@ -19,15 +19,16 @@ from slatelib.format import manifest_native
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
-from slatelib.ops.compaction.plan_io import (
+from slatelib.ops.engine import (
+    CompactionTask,
     InputView,
     TaskOptions,
+    TaskSource,
+    TaskView,
     build_tasks,
-    coarse_anchors,
-    gc_paused,
     input_views,
 )
-from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
+from slatelib.ops.engine._split import coarse_anchors, gc_paused
 from slatelib.store.table_store import TableStore
 
 
@@ -178,7 +179,7 @@ def test_gc_paused_nests_and_restores_the_callers_setting() -> None:
 
 
 def test_the_native_builder_makes_exactly_the_plain_identity_views() -> None:
-    from slatelib.ops.compaction.plan_io import _native_planning
+    from slatelib.ops.engine._split import _native_planning
 
     ext = _native_planning()
     assert ext is not None, "slatelib._manifest is not built"
@@ -213,7 +214,7 @@ def test_split_ranges_from_cached_indexes_reads_nothing_and_equals_the_read_spli
     from slatelib import Db
     from slatelib.core.compaction_plan import PlanOptions, plan_compaction
     from slatelib.ops.compaction.guard import check_sources
-    from slatelib.ops.compaction.plan_io import split_ranges
+    from slatelib.ops.engine import split_ranges
     from slatelib.store.manifest_store import ManifestStore
     from slatelib.store.sst_reader import BlockCache
     from slatelib.testing.faulty import FlakyObjectStore

@@ -6,12 +6,17 @@ root, the range, the input views that overlap it (with their SST handles and res
 object paths, clone SSTs included), the retention parameters and the output options. It is
 small, frozen and picklable, and independent of how the compaction was chosen (our
 planner today, an official coordinator's ``compactions/`` entry later).
+
+A feature may attach an :class:`OutputCheck` (``after_outputs``): the engine's hook, called in
+the same task once the outputs are written (:func:`~slatelib.ops.engine.run_compaction_task`),
+what it returns kept in :attr:`CompactionResult.check`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from slatelib import errors as errors_module
 from slatelib.core.manifest import SstHandle, SstView
@@ -20,7 +25,7 @@ from slatelib.core.retention import RetentionStats
 from slatelib.errors import InternalError, SlateError
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, ulid_to_str
-from slatelib.objstore import StoreSpec
+from slatelib.objstore import ObjectStore, StoreSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +66,22 @@ class CompactionTask:
     min_ulid_ms: int = 0
     """Output SST ULIDs are minted no earlier than this (the compaction id's time), so
     0.17's GC low watermark always covers them even if this executor's clock lags."""
+    after_outputs: OutputCheck | None = None
+    """The feature's hook run after the outputs are written (None: the compaction alone)."""
 
     @property
     def label(self) -> str:
         return f"{ulid_to_str(self.compaction_id)}#{self.index}"
+
+
+class OutputCheck(Protocol):
+    """A check that travels with a task (so it must pickle) and that the engine runs in the
+    same task, after the outputs are written: ``check(store, task, outputs)``; its value is
+    kept in :attr:`CompactionResult.check`. It should report a failure in its value: one that
+    raises fails the task (as a :class:`TaskFailure`)."""
+
+    def __call__(self, store: ObjectStore, task: CompactionTask,
+                 outputs: Sequence[SstHandle]) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +111,8 @@ class CompactionResult:
     outputs: tuple[SstHandle, ...]
     metrics: TaskMetrics
     attempt: int = 1
+    check: object | None = None
+    """What the task's :class:`OutputCheck` returned (None: the task had none)."""
 
 
 @dataclass(frozen=True)

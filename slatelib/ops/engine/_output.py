@@ -22,7 +22,7 @@ from slatelib.format.native_pipe import RetainPipe
 from slatelib.format.sst import SstWriter
 from slatelib.ids import UlidGenerator, ulid_to_str
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.task import CompactionTask
+from slatelib.ops.engine._task import CompactionTask
 from slatelib.paths import DbPaths
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,6 @@
-"""Driver-side reads for planning: the compactor state, SST indexes for range splitting,
-and turning a spec plus ranges into tasks.
+"""The range split (private to :mod:`slatelib.ops.engine`): a spec's input views, SST
+indexes for range splitting, and turning a spec plus ranges into tasks.
 
-State is read compactions-first, then the manifest (0.17's ``CompactorStateReader`` order).
 Range splitting reads an SST's index only when that SST is large next to a range (or sits
 in a range that came out hot), so planning a compaction of a large sorted run costs a few
 index reads, not one per SST.
@@ -21,7 +20,6 @@ from typing import Any
 
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compaction_source import view_range_and_size
-from slatelib.core.compactions import Compactions
 from slatelib.core.external_dbs import external_roots
 from slatelib.core.manifest import Manifest, SstView
 from slatelib.core.range_split import (
@@ -43,29 +41,9 @@ from slatelib.format import manifest_native
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectStore, StoreSpec
-from slatelib.ops.compaction.task import CompactionTask, TaskSource, TaskView
-from slatelib.store.compactions_store import CompactionsStore
-from slatelib.store.manifest_store import ManifestStore
-from slatelib.store.sequenced import Versioned
+from slatelib.ops.engine._task import CompactionTask, TaskSource, TaskView
 from slatelib.store.sst_reader import INDEX_SLOT, BlockCache, SstReader
 from slatelib.store.table_store import TableStore
-
-
-@dataclass(frozen=True)
-class DbState:
-    manifest: Versioned[Manifest]
-    compactions: Versioned[Compactions] | None
-
-
-def read_state(manifests: ManifestStore, compactions: CompactionsStore) -> DbState:
-    """The latest compactions file (if any), then the latest manifest.
-
-    Raises:
-        ManifestMissingError: no database at this path.
-        CorruptObjectError: an undecodable latest version.
-    """
-    state = compactions.try_read_latest()
-    return DbState(manifests.read_latest(), state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,7 +413,7 @@ def _task_fields(spec: CompactionSpec, opts: TaskOptions) -> list[tuple[Any, obj
         "clock_tick": spec.clock_tick, "sst_options": opts.sst_options,
         "max_sst_size": opts.max_sst_size, "merge_operator": opts.merge_operator,
         "max_fetch_tasks": opts.max_fetch_tasks, "bytes_to_fetch": opts.bytes_to_fetch,
-        "min_ulid_ms": opts.min_ulid_ms,
+        "min_ulid_ms": opts.min_ulid_ms, "after_outputs": None,
     }
     names = {f.name for f in fields(CompactionTask)}
     if names != set(values) | {"index", "range", "sources"}:

@@ -4,8 +4,8 @@ a runner ships to its workers) and :func:`execute_tasks` (run, retry what failed
 transiently, collect the results in task order).
 
 A runner decides only *where* tasks run (threads here, Spark executors in
-``jobs/_compact_spark.py``); which tasks exist and what is committed is
-:mod:`slatelib.ops.compaction.run`'s business.
+``jobs/_compact_spark.py``); which tasks exist and what is committed is the feature's
+business (:mod:`slatelib.ops.compaction.run`, :mod:`slatelib.ops.rescale.job`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Protocol
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore import ObjectStore
-from slatelib.ops.compaction.execute import execute_compaction_task
-from slatelib.ops.compaction.task import (
+from slatelib.ops.engine._execute import execute_compaction_task
+from slatelib.ops.engine._task import (
     CompactionResult,
     CompactionTask,
     TaskFailure,
@@ -40,15 +40,21 @@ log = logging.getLogger(__name__)
 
 def run_compaction_task(task: CompactionTask, *, store: ObjectStore | None = None,
                         clock: Clock = SYSTEM_CLOCK) -> TaskOutcome:
-    """:func:`execute_compaction_task`, returning a failure as a :class:`TaskFailure` value
-    instead of raising (what runners ship to executors: Spark would lose the error type).
+    """:func:`execute_compaction_task`, then the task's hook (``task.after_outputs``, its
+    value in ``check``), returning a failure as a :class:`TaskFailure` value instead of
+    raising (what runners ship to executors: Spark would lose the error type).
 
     Raises:
         nothing: every ``Exception`` becomes a :class:`TaskFailure` (a ``BaseException`` such
         as ``KeyboardInterrupt`` still propagates).
     """
     try:
-        return execute_compaction_task(task, store=store, clock=clock)
+        hook = task.after_outputs
+        if hook is None:
+            return execute_compaction_task(task, store=store, clock=clock)
+        obj_store = store if store is not None else task.store.open()
+        result = execute_compaction_task(task, store=obj_store, clock=clock)
+        return replace(result, check=hook(obj_store, task, result.outputs))
     except Exception as exc:  # every failure becomes a value; SimulatedCrash passes
         log.warning("compaction task failed [task=%s, error=%s]", task.label, exc)
         return TaskFailure.of(task.index, exc)
