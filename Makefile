@@ -87,8 +87,10 @@ soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs
 #  2. the native differential tests, run in the copy (so its slatelib is the one imported),
 #     with the ASan runtime preloaded (python itself is not instrumented), leak checks off
 #     (CPython keeps objects until exit by design) and PYTHONMALLOC=malloc (so every PyMem
-#     and object buffer is its own checked heap block, not a slice of a pymalloc arena).
-# The tests that rerun the suite without the extensions (pure Python) are left to test-unit.
+#     and object buffer is its own checked heap block, not a slice of a pymalloc arena);
+#     pytest's --capture=sys lets a sanitizer report reach the terminal, and the plugin
+#     tests/unit/format/_sanitizer_run.py runs fewer property examples and refuses builds
+#     without ASan. The tests that rerun the suite without the extensions are left to test-unit.
 SAN_DIR := build/sanitize
 SAN_PY = $(abspath $(BIN))/python
 SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g
@@ -118,7 +120,7 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 	@echo "sanitize: caught: $$(grep -m1 'ERROR: AddressSanitizer' $(SAN_DIR)/broken/probe.log)"
 	@$(call san_copy,$(SAN_DIR)/tree,)
 	cd $(SAN_DIR)/tree && $(SAN_RUN) $(SAN_PY) -m pytest $(SAN_TESTS) -q -p no:cacheprovider \
-	    -p tests.unit.format._sanitizer_run \
+	    -p tests.unit.format._sanitizer_run --capture=sys \
 	    -k 'not (passes_without_the or pass_without_the or runs_without_the)'
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
