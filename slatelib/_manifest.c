@@ -6,10 +6,10 @@
  * sst_info,shared_tables,flatbuf}.py is the reference. This module:
  *
  *   - encode_v2(manifest, view_problem) -> bytes: the whole version-2 manifest file, byte for
- *     byte what manifest_codec.encode_manifest writes. It reimplements the part of the
- *     `flatbuffers` Python Builder the codec uses (back-to-front writing, Prep alignment,
- *     vtable deduplication keyed by vtable content, Finish with minalign), and the codec's
- *     canonical creation order.
+ *     byte what manifest_codec.encode_manifest writes. It builds with csrc/fbbuild.h (the
+ *     port of the `flatbuffers` Python Builder the codec uses: back-to-front writing, Prep
+ *     alignment, vtable deduplication keyed by vtable content, Finish with minalign; shared
+ *     with _sstwrite.c) in the codec's canonical creation order.
  *   - read_handles / read_views / read_runs / read_ulids: the big vectors of a manifest
  *     (ssts, l0, compacted, and the sst_ids of an external database), decoded into the core dataclasses with the bounds checks of
  *     slatelib.format.flatbuf (every check that makes the reference reject a buffer makes
@@ -26,6 +26,10 @@
  * dataclasses with __slots__, and configure() records the offsets of their slots (it checks
  * that each field is a plain object slot), so a field is set as CPython's own member
  * descriptor would set it.
+ *
+ * Tests: tests/unit/format/test_manifest_native.py and test_compactions_codec_native.py
+ * (differential, on generated, official and mangled manifests). Loads and the builder's
+ * growth come from csrc/common.h (docs/rfcs/0020-house-second-step.md).
  *
  * C99, no third-party libraries. Single-phase init; the configured classes are kept in
  * static variables (set once by configure()).
