@@ -69,6 +69,10 @@ test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.te
 test-cluster: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark standalone cluster (a master, two one-core workers in network namespaces), three ways each, and its faults
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/cluster -q
 
+.PHONY: test-pure
+test-pure: $(STAMP) ## the unit tests on the pure-Python path (SLATELIB_NO_NATIVE=1; native-only cases skip; about 4 minutes; part of make test)
+	SLATELIB_NO_NATIVE=1 $(PYTEST) tests/unit -q -p no:cacheprovider
+
 test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
 	$(PYTEST) tests/faults -q
 
@@ -90,7 +94,7 @@ soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs
 #     and object buffer is its own checked heap block, not a slice of a pymalloc arena);
 #     pytest's --capture=sys lets a sanitizer report reach the terminal, and the plugin
 #     tests/unit/format/_sanitizer_run.py runs fewer property examples and refuses builds
-#     without ASan. The tests that rerun the suite without the extensions are left to test-unit.
+#     without ASan.
 SAN_DIR := build/sanitize
 SAN_PY = $(abspath $(BIN))/python
 SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g
@@ -120,13 +124,13 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 	@echo "sanitize: caught: $$(grep -m1 'ERROR: AddressSanitizer' $(SAN_DIR)/broken/probe.log)"
 	@$(call san_copy,$(SAN_DIR)/tree,)
 	cd $(SAN_DIR)/tree && $(SAN_RUN) $(SAN_PY) -m pytest $(SAN_TESTS) -q -p no:cacheprovider \
-	    -p tests.unit.format._sanitizer_run --capture=sys \
-	    -k 'not (passes_without_the or pass_without_the or runs_without_the)'
+	    -p tests.unit.format._sanitizer_run --capture=sys
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
 test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
+	$(MAKE) --no-print-directory test-pure
 
 run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)

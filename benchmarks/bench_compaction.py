@@ -155,7 +155,7 @@ def worker_main(master: str, src: Path, repeat: int) -> None:
     """In a child process: one SparkSession, ``repeat`` timed compactions, JSON on stdout."""
     sys.path.insert(0, str(REPO))
     t0 = time.perf_counter()
-    from jobs._spark import build_spark
+    from slatelib.spark.session import build_spark
 
     spark = build_spark("bench-compaction", master=master)
     slots = spark.sparkContext.defaultParallelism

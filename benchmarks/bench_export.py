@@ -123,8 +123,8 @@ def ours(src: Path, repeat: int, partitions: int, parquet_writer: str,
     """Session start, ``warmup`` untimed exports, then ``repeat`` timed ones, each of a
     fresh copy."""
     t0 = time.perf_counter()
-    from jobs._spark import build_spark
     from slatelib.spark.export import ExportArgs, run_export
+    from slatelib.spark.session import build_spark
 
     spark = build_spark("bench-export", master="local[2]")
     spark.sparkContext.parallelize(range(2), 2).map(lambda x: x).collect()  # warm workers

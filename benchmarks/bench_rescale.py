@@ -346,7 +346,7 @@ def worker_main(src: Path, repeat: int, into: int) -> None:
     """In a child process: one local[2] SparkSession, ``repeat + 1`` split + merge runs
     (the first one cold), JSON on stdout."""
     t0 = time.perf_counter()
-    from jobs._spark import build_spark
+    from slatelib.spark.session import build_spark
 
     spark = build_spark("bench-rescale", master="local[2]")
     slots = spark.sparkContext.defaultParallelism

@@ -1,10 +1,10 @@
-"""What every job shares: database selection, per-database isolation, exit codes, reports.
+"""What every job's command line shares: the common options, database selection, settings,
+and the entry-point shell (:func:`run_main`: logging, the report on stdout, exit codes).
 
-Several databases run in one Spark application; each is isolated, so one failing database
-does not stop the others, and each gets its own result. Up to ``db_concurrency`` of them
-(``[gc]`` / ``[compaction]`` settings) run at once on driver threads. The process exit code
-is 0 when every database succeeded, else the code of the first failed database in argument
-order.
+Several databases run in one Spark application, each isolated
+(:func:`slatelib.spark.isolation.run_isolated`), so one failing database does not stop the
+others. The process exit code is 0 when every database succeeded, else the code of the
+first failed database in argument order.
 
 Every job prints one JSON report on stdout, and nothing else there; logging, progress and
 a one-line human summary (the report's ``headline``) go to stderr. Every report has the
@@ -18,36 +18,30 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
-import traceback
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from slatelib.config import Settings, load_env_files, load_settings
-from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
-from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import (
-    EXIT_ERROR,
     EXIT_NAMES,
-    EXIT_OK,
     EXIT_USAGE,
     exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url
-from slatelib.objstore.url import join_store_url, set_store_defaults, split_store_url
+from slatelib.objstore.registry import set_store_defaults
+from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
-from slatelib.ops.job_report import Headline, db_entry, failed_suffix, job_report
+from slatelib.ops.job_report import Headline
 
 log = logging.getLogger("slatelib.jobs")
 
 __all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "configure_logging",
-           "emit_report", "exit_code_for", "failed_suffix", "fmt_bytes", "fmt_count",
-           "fmt_seconds", "job_report", "parse_db_entry", "resolve_targets", "run_isolated",
-           "settings_from", "usage_error", "wal_store_arg"]
+           "emit_report", "exit_code_for", "parse_db_entry", "resolve_targets", "run_main",
+           "settings_from", "split_under_root", "usage_error", "wal_store_arg"]
 
 
 @dataclass(frozen=True)
@@ -215,86 +209,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def run_isolated(
-    targets: Sequence[DbTarget], fn: Callable[[DbTarget], dict[str, Any]],
-    exit_code: Callable[[BaseException], int] = exit_code_for, *, concurrency: int = 1,
-    setting: str = "db_concurrency",
-) -> tuple[list[dict[str, Any]], int]:
-    """Run ``fn`` per database, turning each failure into that database's result.
-
-    Up to ``concurrency`` databases run at once, each on its own driver thread (their Spark
-    jobs share the executors); results come back in ``targets`` order either way.
-    ``exit_code`` maps a :class:`SlateError` to the database's exit code (a job may
-    classify more errors than the CLI does).
-
-    Raises:
-        InvalidArgumentError: ``concurrency`` below 1 (named as ``setting``).
-    """
-    if concurrency < 1:
-        raise InvalidArgumentError(f"{setting} must be at least 1, got {concurrency}")
-
-    def isolated(t: DbTarget) -> dict[str, Any]:
-        started = time.monotonic()
-        try:
-            result = fn(t)
-            code = int(result.pop("exit_code", EXIT_OK))
-        except SlateError as exc:
-            code = exit_code(exc)
-            log.error("job failed [db=%s, error=%s]", t.name, exc)
-            result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        except Exception as exc:  # a bug or an unexpected library error: isolate it too
-            if (known := spark_failure(exc)) is not None:
-                code = exit_code(known)
-                log.error("job failed [db=%s, error=%s]", t.name, known)
-                result = {"error": {"type": type(known).__name__, "message": str(known)}}
-            else:
-                code = EXIT_ERROR
-                log.error("job crashed [db=%s]\n%s", t.name, traceback.format_exc())
-                result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        return db_entry(t.name, code, result, seconds=time.monotonic() - started)
-
-    workers = min(concurrency, len(targets))
-    if workers <= 1:
-        results = [isolated(t) for t in targets]
-    else:
-        with ThreadPoolExecutor(workers, thread_name_prefix="slatelib-db") as pool:
-            results = list(pool.map(isolated, targets))
-    codes = [r["exit_code"] for r in results if r["exit_code"] != EXIT_OK]
-    return results, codes[0] if codes else EXIT_OK
-
-
-def spark_failure(exc: BaseException) -> SlateError | None:
-    """The slatelib error a Spark failure stands for (executors without slatelib, with
-    another build of it, or unable to start their Python; or a slatelib error a task
-    raised, such as a merge operator missing, so the database gets that error's exit
-    code), or None."""
-    if "pyspark" not in type(exc).__module__ and "py4j" not in type(exc).__module__:
-        return None
-    from slatelib.spark.executors import translate
-
-    return translate(exc) or raised_in_task(str(exc))
-
-
-_TASK_ERROR = re.compile(r"^slatelib\.errors\.(\w+): (.*)$", re.MULTILINE)
-
-
-def raised_in_task(text: str) -> SlateError | None:
-    """The last ``slatelib.errors.<Kind>: message`` line of a Python worker's traceback, as
-    an error of that kind carrying that message, or None."""
-    import slatelib.errors as kinds
-
-    found = _TASK_ERROR.findall(text)
-    if not found:
-        return None
-    name, message = found[-1]
-    cls = getattr(kinds, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, SlateError)):
-        return None
-    err: SlateError = cls.__new__(cls)  # not cls(message): some kinds build their message
-    Exception.__init__(err, message)
-    return err
-
-
 def emit_report(report: dict[str, Any], path: str | None) -> None:
     text = json.dumps(report, indent=2, sort_keys=False)
     sys.stdout.write(text + "\n")
@@ -319,19 +233,6 @@ def usage_error(message: str) -> int:
 JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int]]
 
 
-def spark_facts(spark: Any) -> dict[str, Any]:
-    """The report's ``spark`` section: where the job ran (the effective master, the
-    application id and deploy mode, as the driver JVM has them)."""
-    from slatelib.spark.executors import tasks_by_executor
-
-    sc = spark.sparkContext
-    conf = sc.getConf()
-    return {"master": sc.master, "app_id": sc.applicationId,
-            "deploy_mode": conf.get("spark.submit.deployMode", "client"),
-            "default_parallelism": int(sc.defaultParallelism),
-            "tasks_by_executor": tasks_by_executor(sc)}
-
-
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,
              precheck: Callable[[Settings], None] | None = None,
              headline: Headline | None = None) -> int:
@@ -340,7 +241,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     time since ``main`` started (Spark's start-up included), and the ``headline`` last on
     stderr. Returns the exit code (2 for invalid input, printed to stderr)."""
     started = time.monotonic()
-    from jobs._spark import separate_stderr
+    from slatelib.spark.session import separate_stderr
 
     separate_stderr()  # under spark-submit, stderr would land in stdout
     configure_logging(args.verbose)
@@ -352,12 +253,14 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
         return usage_error(str(exc))
     spark = None
     if needs_spark:
-        from jobs._spark import build_spark
+        from slatelib.spark.session import build_spark
 
         spark = build_spark(app_name, settings=settings.spark)
     try:
         report, code = run(spark, settings, args)
         if spark is not None:
+            from slatelib.spark.session import spark_facts
+
             report["spark"] = spark_facts(spark)
     except InvalidArgumentError as exc:
         return usage_error(str(exc))

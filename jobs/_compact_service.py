@@ -4,18 +4,18 @@
         [--discover PREFIX] [--max-concurrent N] [--run-for DURATION | --until-idle]
         [--status-file FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
 
-Thin over :class:`slatelib.ops.compaction.service.CompactionService`: the databases come
-from the usual selection (``--discover`` is listed again every ``[service]
-discover_interval``), each compaction's key ranges run on the executors through
-:class:`jobs._compact_spark.SparkTaskRunner`, SIGTERM and SIGINT stop the service (a second
-one abandons the running compactions and cancels their Spark jobs). Without Spark (tests)
-the key ranges run on threads.
+The flags of the service, which runs in :func:`slatelib.spark.standing.run_service` over
+:class:`slatelib.ops.compaction.service.CompactionService`: the databases come from the
+usual selection (``--discover`` is listed again every ``[service] discover_interval``),
+each compaction's key ranges run on the executors through
+:class:`slatelib.spark.compaction.SparkTaskRunner`, SIGTERM and SIGINT stop the service (a
+second one abandons the running compactions and cancels their Spark jobs). Without Spark
+(tests) the key ranges run on threads.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +25,11 @@ from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
-from slatelib.ops.compaction.service import CompactionService, ServiceDb, stop_on_signals
-from slatelib.ops.engine import TaskRunner
+from slatelib.ops.compaction.service import ServiceDb
+from slatelib.spark.standing import run_service as run_on_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-SERVICE_LOGGER = "slatelib.ops.compaction.service"
 
 
 def check_service_args(args: argparse.Namespace) -> None:
@@ -71,36 +69,14 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
     databases = service_dbs(args, settings)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
     parallelism = parse_positive(args.parallelism, "--parallelism")
-    if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
-        parallelism = spark.sparkContext.defaultParallelism
-    runner_factory: Callable[[ServiceDb], TaskRunner] | None = None
-    on_abandon: Callable[[], None] | None = None
-    if spark is not None:
-        from jobs._compact_spark import SparkTaskRunner
-
-        def runner_factory(db: ServiceDb) -> TaskRunner:
-            return SparkTaskRunner(spark, label=f"compact {db.name}", task_fn=task_fn)
-
-        on_abandon = spark.sparkContext.cancelAllJobs
+    max_concurrent = parse_positive(args.max_concurrent, "--max-concurrent")
+    run_for = None if args.run_for is None else parse_duration(args.run_for, what="--run-for")
 
     def rediscover() -> Sequence[ServiceDb]:
         return service_dbs(args, settings)
 
-    service = CompactionService(
-        databases, settings=settings,
-        max_concurrent=parse_positive(args.max_concurrent, "--max-concurrent"),
-        run_for=None if args.run_for is None else parse_duration(args.run_for,
-                                                                 what="--run-for"),
-        until_idle=args.until_idle, status_file=args.status_file, parallelism=parallelism,
-        max_sst_size=max_sst, runner_factory=runner_factory, task_fn=task_fn,
-        discover=rediscover if args.discover else None, on_abandon=on_abandon,
-    )
-    logger = logging.getLogger(SERVICE_LOGGER)
-    level = logger.level
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)  # a line per compaction is the service's output
-    try:
-        with stop_on_signals(service):
-            return service.run()
-    finally:
-        logger.setLevel(level)
+    return run_on_spark(
+        spark, databases, settings, task_fn=task_fn,
+        discover=rediscover if args.discover else None, parallelism=parallelism,
+        max_concurrent=max_concurrent, run_for=run_for, until_idle=args.until_idle,
+        status_file=args.status_file, max_sst_size=max_sst)

@@ -1,4 +1,5 @@
-"""``jobs/compact.py --worker``: the Spark side of worker mode, thin over
+"""``jobs/compact.py --worker``: the flags of worker mode, which runs in
+:func:`slatelib.spark.standing.run_worker` over
 :class:`slatelib.ops.compaction.worker.CompactionWorker`.
 
 The driver polls and claims, heartbeats and reports; each claimed compaction's key ranges
@@ -11,7 +12,6 @@ finish what runs.
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -19,17 +19,15 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
-from slatelib.exit_codes import EXIT_NAMES, EXIT_OK
 from slatelib.flags import parse_positive
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
-from slatelib.ops.compaction.service import stop_on_signals
-from slatelib.ops.compaction.worker import CompactionWorker, WorkerDb, WorkerOptions
+from slatelib.ops.compaction.worker import WorkerDb, WorkerOptions
+from slatelib.spark.standing import run_worker as run_on_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-log = logging.getLogger("slatelib.jobs.compact")
 
 ONE_SHOT_ONLY = ("policy", "sources", "dry_run", "takeover")
 
@@ -101,25 +99,5 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
     opts = worker_options(settings, args)
     databases = database_lister(args, settings.object_store.wal_store)
     databases()  # fail fast on a bad URL or an empty selection
-    runner = None
-    slots = parse_positive(args.parallelism, "--parallelism")
-    if spark is not None:
-        from jobs._compact_spark import SparkTaskRunner
-
-        runner = SparkTaskRunner(spark, label="worker", task_fn=task_fn)
-        slots = slots or spark.sparkContext.defaultParallelism
-    worker = CompactionWorker(databases, settings=settings, options=opts, runner=runner,
-                              slots=slots)
-    def on_signal(name: str) -> None:
-        log.warning("worker: %s: handing running jobs back and stopping", name)
-        worker.stop(release=True)
-
-    with stop_on_signals(on_signal):
-        report = worker.run()
-    code = worker.exit_code()
-    report["job"] = "compact"
-    report["status"] = EXIT_NAMES.get(code, "error")
-    if code != EXIT_OK:
-        log.error("worker: scheduled work was left undone (see the report's databases: "
-                  "declined, failed, last_error); exit %d", code)
-    return report, code
+    return run_on_spark(spark, databases, settings, opts, task_fn=task_fn,
+                        slots=parse_positive(args.parallelism, "--parallelism"))

@@ -29,19 +29,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
-    DbTarget,
-    add_common_args,
-    exit_code_for,
-    resolve_targets,
-    run_isolated,
-    run_main,
-)
+from jobs._common import DbTarget, add_common_args, exit_code_for, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
+from slatelib.spark.isolation import run_isolated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,7 +97,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
     started = time.monotonic()
 
     def one(t: DbTarget) -> dict[str, Any]:
-        from jobs._compact_spark import SparkTaskRunner
+        from slatelib.spark.compaction import SparkTaskRunner
 
         runner = None if spark is None else SparkTaskRunner(
             spark, label=f"compact {t.name}", task_fn=task_fn)

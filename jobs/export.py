@@ -29,11 +29,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, run_isolated, run_main, wal_store_arg
+from jobs._common import DbTarget, add_common_args, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report
+from slatelib.spark.isolation import run_isolated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -7,7 +7,7 @@
         [--no-boundary-files] [--report FILE] [--conf FILE ...] [-v]
 
 Each database is collected by :func:`slatelib.ops.gc.run_gc` with the Spark backend
-(``jobs/_gc_spark.py``): the driver reads the manifests, executors list ``wal/`` and
+(:mod:`slatelib.spark.gc`): the driver reads the manifests, executors list ``wal/`` and
 ``compacted/`` in key ranges and delete in parallel. Databases are isolated: one failing
 does not stop the others, and each has its own entry in the report.
 
@@ -34,20 +34,14 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from jobs._common import (
-    DbTarget,
-    add_common_args,
-    resolve_targets,
-    run_isolated,
-    run_main,
-)
+from jobs._common import DbTarget, add_common_args, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
-from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, run_gc
-from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
+from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
+from slatelib.spark.isolation import run_isolated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,16 +50,8 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     """The job's arguments (the common ones of ``jobs/_common.py`` plus GC's)."""
     p = argparse.ArgumentParser(prog="jobs/gc.py", description=__doc__.split("\n\n")[0])
-    accept_dash_values(p)  # --min-age -5min: "must not be negative"
     add_common_args(p)
-    p.add_argument("--min-age", metavar="DURATION",
-                   help="only objects older than this may go (default [gc] min_age, 5min)")
-    p.add_argument("--force", action="store_true",
-                   help="allow --min-age below [gc] min_age_floor (5min)")
-    p.add_argument("--dry-run", action=OnOffFlag, default=None,
-                   help="decide and report only; --no-dry-run deletes; giving both is refused "
-                        "(default: [gc] dry_run, true)")
-    add_gc_option_args(p)
+    add_gc_args(p)  # the flags of `slate gc` too (slatelib/ops/gc/flags.py)
     p.add_argument("--decisions", metavar="FILE",
                    help="where a dry run writes its decisions, one JSON line each "
                         "(default: stderr; -: stdout, before the report)")
@@ -100,7 +86,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tu
 def _run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
          targets: list[DbTarget], options: Any, dry_run: bool, out: IO[str],
          ) -> tuple[dict[str, Any], int]:
-    from jobs._gc_spark import SparkBackend
+    from slatelib.spark.gc import SparkBackend
 
     started = time.monotonic()
     out_lock = threading.Lock()  # decision lines of databases collected at once

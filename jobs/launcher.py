@@ -40,7 +40,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from jobs import _spark
+from slatelib.spark.session import SUBMIT_ARGS_ENV
 
 JOBS = {
     "compact": "jobs.compact",
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     prepare_environment()
     if submit:
-        os.environ[_spark.SUBMIT_ARGS_ENV] = shlex.join(submit)
+        os.environ[SUBMIT_ARGS_ENV] = shlex.join(submit)
     main_fn = importlib.import_module(module).main
     code: int = main_fn(rest + global_opts)
     return code

@@ -11,7 +11,7 @@ text, or ``hex:6b6579`` for binary keys. Without ``--at`` the split keys balance
 source's bytes (from the SST block indexes).
 
 The job is thin over :mod:`slatelib.ops.rescale` (:func:`split_database`,
-:func:`merge_databases`): the driver checks everything before the first write, flushes the
+:func:`merge_databases`; the report: :func:`slatelib.ops.rescale.report.rescale_report`): the driver checks everything before the first write, flushes the
 WAL tail of each source into an L0 (fencing its writer), checkpoints it, clones the targets,
 compacts every target on the executors (the key ranges of all the targets compacted at
 once in one Spark job; each target still planned, fenced and committed on its own; each
@@ -38,20 +38,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
-    add_common_args,
-    fmt_bytes,
-    fmt_count,
-    fmt_seconds,
-    job_report,
-    run_main,
-    split_under_root,
-    wal_store_arg,
-)
+from jobs._common import add_common_args, run_main, split_under_root, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.core.rescale_plan import expand_template, parse_split_keys
 from slatelib.errors import InvalidArgumentError, SlateError
-from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for, exit_name
+from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
 from slatelib.flags import whole_number
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
@@ -64,7 +55,7 @@ from slatelib.ops.rescale import (
     run_checked_compaction_task,
     split_database,
 )
-from slatelib.spark.executors import map_on_executors
+from slatelib.ops.rescale.report import rescale_headline, rescale_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,15 +123,6 @@ def _locate(urls: Sequence[str], store_root: str | None) -> tuple[str, list[str]
     return located[0][0], [p for _, p in located]
 
 
-def spark_mapper(spark: SparkSession) -> Mapper:
-    """Runs scan tasks on the executors, one partition each."""
-
-    def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        return map_on_executors(spark.sparkContext, fn, items)
-
-    return run
-
-
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_checked_compaction_task,
         ) -> tuple[dict[str, Any], int]:
@@ -161,7 +143,8 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
     batch: BatchRunner | None = None
     mapper: Mapper | None = None
     if spark is not None:
-        from jobs._compact_spark import SparkTaskRunner
+        from slatelib.spark.compaction import SparkTaskRunner
+        from slatelib.spark.executors import spark_mapper
 
         # one Spark job for the key ranges of every target compacted at once; its outcomes
         # come back in task order (collect of a parallelized list), as a BatchRunner's must
@@ -193,50 +176,12 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         code = EXIT_ERROR
         log.exception("rescale crashed")
         result = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-    databases = [{"db": src.get("path"), "role": "source", "status": exit_name(code)}
-                 for src in result.get("sources", [])]
-    databases += [{"db": t.get("path"), "role": "target", "status": exit_name(code),
-                   **{k: t[k] for k in ("keys", "bytes", "estimated_bytes") if k in t}}
-                  for t in result.get("targets", [])]
-    totals = {"databases": len(databases), "failed": 0 if code == EXIT_OK else 1,
-              "sources": len(result.get("sources", [])),
-              "targets": len(result.get("targets", [])),
-              **{k: sum(int(d.get(k) or 0) for d in databases)
-                 for k in ("keys", "bytes", "estimated_bytes")
-                 if any(k in d for d in databases)}}
-    report = job_report("rescale", code, totals=totals, databases=databases,
-                        seconds=time.monotonic() - started, headline=headline,
-                        command=args.command, dry_run=bool(args.dry_run), exit_code=code,
-                        **result)
+    report = rescale_report(args.command, code, result, seconds=time.monotonic() - started,
+                            dry_run=bool(args.dry_run))
     return report, code
 
 
-def headline(report: dict[str, Any]) -> str:
-    """``split src into 3 databases (10,317 keys, 1.2 MB); validated; 4.1 s`` and the like."""
-    secs = fmt_seconds(float(report.get("seconds", 0)))
-    command = report.get("command", "rescale")
-    if "error" in report:
-        err = report["error"]
-        return f"{command} failed ({report.get('status')}): {err.get('message')}; {secs}"
-    t = report.get("totals", {})
-    srcs = [d["db"] for d in report.get("databases", []) if d.get("role") == "source"]
-    n = int(t.get("targets", 0))
-    what = (f"split {srcs[0] if srcs else '?'} into {n} databases" if command == "split"
-            else f"merged {len(srcs)} databases into "
-                 f"{next((d['db'] for d in report.get('databases', []) if d.get('role') == 'target'), '?')}")
-    outcome = report.get("outcome")
-    if outcome == "dry_run":
-        size = f"~{fmt_bytes(t.get('estimated_bytes', 0))}" if "estimated_bytes" in t else ""
-        return f"dry run: would {what}" + (
-            f" ({size})" if size else "") + f"; nothing written; {secs}"
-    size = ", ".join(([f"{fmt_count(int(t['keys']))} keys"] if "keys" in t else [])
-                     + ([fmt_bytes(t["bytes"])] if "bytes" in t else []))
-    line = what + (f" ({size})" if size else "")
-    if outcome == "already_done":
-        line += "; already done by an earlier run"
-    elif (report.get("validation") or {}).get("ok"):
-        line += "; validated"
-    return f"{line}; {secs}"
+headline = rescale_headline  # the report's headline (slatelib/ops/rescale/report.py)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1547,7 +1547,7 @@ static PyObject *ulid_names(PyObject *Py_UNUSED(self), PyObject *args)
 /* ============================================================ compaction input views
  *
  * identity_input_views(views, paths, sst_map, l0_ids) -> list: for compaction planning
- * (slatelib/ops/compaction/plan_io.py input_views), the InputView of each view that is a
+ * (input_views, through slatelib/format/seam.py), the InputView of each view that is a
  * plain identity view: exactly an SstView with no visible range whose SST is in sst_map as
  * exactly an SstHandle with exactly an SsTableInfo holding bytes (or None) keys and int
  * offsets. Such an entry is
@@ -1558,7 +1558,10 @@ static PyObject *ulid_names(PyObject *Py_UNUSED(self), PyObject *args)
  * (compaction_source.view_range_and_size's identity case). Every other entry is None: the
  * caller builds it, or raises its error, in Python. The objects are created untracked by
  * the cyclic GC: each is frozen and holds only older objects (see untrack_frozen above).
- * configure_planning(InputView, TaskView, BytesRange, Bound, INCLUDED, UNBOUNDED) first. */
+ * configure_planning(InputView, TaskView, BytesRange, Bound, INCLUDED, UNBOUNDED) first:
+ * core classes only (slatelib/core/compaction_inputs.py, slatelib/core/ranges.py), passed
+ * once at import by slatelib/format/manifest_native.py, as configure() is for the
+ * manifest's classes. */
 
 static SlotClass P_IV, P_TV, P_RANGE, P_BOUND;
 static PyObject *P_INCLUDED = NULL, *P_UNBOUNDED = NULL, *P_EMPTY = NULL;

@@ -9,11 +9,11 @@ reads (``SLATELIB_S3_ENDPIONT``) gets one warning per process naming the closest
 (:func:`warn_unknown_env`); the S3 options reader checks the same way.
 
 ``[object_store]`` holds NON-secret object-store options (endpoint, region, ...): the store
-layer (:mod:`slatelib.objstore.url`) uses each one only when neither an explicit store option
+layer (:mod:`slatelib.objstore.backends`) uses each one only when neither an explicit store option
 nor an environment variable (``SLATELIB_S3_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) sets it:
 the environment wins, as it does over every file here. Secrets stay in the environment or the
 credential chain. ``[spark]`` is applied by the jobs when they build their SparkSession
-(``jobs/_spark.py``; spark-submit's own options win). :func:`load_env_file` loads a
+(``slatelib/spark/session.py``; spark-submit's own options win). :func:`load_env_file` loads a
 dotenv-style file (``--env-file``) into the environment before any of this is read.
 
 Names and units follow SlateDB 0.17's ``Settings`` where the meaning matches
@@ -45,15 +45,15 @@ ENV_PREFIX = "SLATELIB_"
 log = logging.getLogger(__name__)
 
 OTHER_ENV_NAMES: frozenset[str] = frozenset({
-    # read by slatelib.objstore.url (S3 options and credentials)
+    # read by slatelib.objstore.backends (S3 options and credentials)
     "SLATELIB_S3_ENDPOINT", "SLATELIB_S3_REGION", "SLATELIB_S3_ALLOW_HTTP",
     "SLATELIB_S3_VIRTUAL_HOSTED_STYLE_REQUEST", "SLATELIB_S3_ACCESS_KEY_ID",
     "SLATELIB_S3_SECRET_ACCESS_KEY", "SLATELIB_S3_SESSION_TOKEN",
-    # read by slatelib.objstore.url: the two-phase CAS store of every store opened
+    # read by slatelib.objstore.registry: the two-phase CAS store of every store opened
     "SLATELIB_CAS_URL",
     # read by load_settings: [object_store] wal_store
     "SLATELIB_WAL_STORE",
-    # read by slatelib.format.native, jobs/_spark.py and the Airflow tests
+    # read by slatelib.format.native, slatelib/spark/session.py and the Airflow tests
     "SLATELIB_NO_NATIVE", "SLATELIB_SPARK_MASTER", "SLATELIB_SPARK_LOG_LEVEL",
     "SLATELIB_AIRFLOW_PYTHON",
 })
@@ -382,7 +382,7 @@ class ObjectStoreSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """What the jobs apply when they build their SparkSession (``jobs/_spark.py``), both
+    """What the jobs apply when they build their SparkSession (``slatelib/spark/session.py``), both
     under ``spark-submit`` and started from Python (``slate-spark``): anything spark-submit
     was given (``--master``, ``--name``, ``--conf``, ``spark-defaults.conf``) wins.
 

@@ -7,6 +7,7 @@ empty segments, backslashes and control characters, so nothing can escape the st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slatelib.errors import InvalidArgumentError
@@ -95,6 +96,18 @@ def is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
+def ulid_names(head: str, tail: str, ids: Sequence[int]) -> list[str]:
+    """``head + ulid_to_str(id) + tail`` of every id, in order: the object names of many
+    SSTs at once (``head, tail = DbPaths.compacted_parts``). A database of 100k SSTs has
+    100k names, so :func:`slatelib.format.seam.ulid_names` returns the same list formatted
+    natively when the manifest extension is built; this is its reference.
+
+    Raises:
+        InvalidArgumentError: an id is not a 128-bit ULID.
+    """
+    return [head + ulid_to_str(v) + tail for v in ids]
+
+
 @dataclass(frozen=True, slots=True)
 class DbPaths:
     """Object names of one database, rooted at ``root`` inside its store."""
@@ -152,6 +165,13 @@ class DbPaths:
         # compacted_dir inlined: a manifest walk names every SST.
         prefix = f"{self.root}/{COMPACTED_DIR}" if self.root else COMPACTED_DIR
         return f"{prefix}/{ulid_to_str(sst_id)}.{SST_EXT}"
+
+    @property
+    def compacted_parts(self) -> tuple[str, str]:
+        """``(head, tail)`` with ``compacted(id) == head + ulid_to_str(id) + tail``, for
+        :func:`ulid_names`."""
+        prefix = f"{self.root}/{COMPACTED_DIR}" if self.root else COMPACTED_DIR
+        return f"{prefix}/", f".{SST_EXT}"
 
     @property
     def manifest_boundary(self) -> str:

@@ -105,7 +105,7 @@ def pg_server() -> Iterator[PgServer]:
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that needs Spark (tests/spark, and the
     data source's interop tests in tests/interop); never start another."""
-    from jobs._spark import build_spark
+    from slatelib.spark.session import build_spark
 
     session = build_spark(
         "slatelib-tests",

@@ -47,7 +47,8 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     exit_code_for,
 )
 from slatelib.objstore import ObjectStore, open_store, split_db_url, with_wal_store
-from slatelib.objstore.url import set_store_defaults, split_store_url
+from slatelib.objstore.registry import set_store_defaults
+from slatelib.objstore.url import split_store_url
 from slatelib.paths import normalize_path
 
 COMMAND_MODULES = [

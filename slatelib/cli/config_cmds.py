@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 from slatelib.config import WAL_STORE_ENV
 from slatelib.errors import InvalidArgumentError
 from slatelib.exit_codes import EXIT_USAGE
-from slatelib.objstore.cas_records import redact_cas_url
-from slatelib.objstore.spec import SECRET_OPTIONS
-from slatelib.objstore.url import (
+from slatelib.objstore.backends import (
     CONF_STORE_KEYS,
     apply_conf_defaults,
     check_s3_config,
-    conf_store_defaults,
     resolve_s3_options,
     s3_option_sources,
-    split_store_url,
 )
+from slatelib.objstore.cas_records import redact_cas_url
+from slatelib.objstore.registry import conf_store_defaults
+from slatelib.objstore.spec import SECRET_OPTIONS
+from slatelib.objstore.url import split_store_url
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context

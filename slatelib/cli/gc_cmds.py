@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from slatelib.cli import output
 from slatelib.core.gc_rules import GcDecision
-from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc import check_db_spelling, collect_garbage
-from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
+from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
 
 if TYPE_CHECKING:
@@ -104,13 +103,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "gc", help="garbage-collect the database (dry run by default): one decision per object",
     )
-    accept_dash_values(p)  # --min-age -5min: "must not be negative"
-    p.add_argument("--min-age", metavar="DURATION",
-                   help="only objects older than this may go (default [gc] min_age, 5min)")
-    p.add_argument("--force", action="store_true",
-                   help="allow --min-age below [gc] min_age_floor (5min)")
-    p.add_argument("--dry-run", action=OnOffFlag, default=None,
-                   help="decide and report only; --no-dry-run deletes; giving both is refused "
-                        "(default [gc] dry_run)")
-    add_gc_option_args(p)
+    add_gc_args(p)
     p.set_defaults(func=cmd_gc)

@@ -29,8 +29,8 @@ from slatelib.core.gc_rules import GcOptions, GcRules, ObjectKind, classify
 from slatelib.core.gc_text import checkpoint_label
 from slatelib.core.manifest import Manifest
 from slatelib.errors import ObjectMissingError
-from slatelib.format import manifest_native
-from slatelib.ids import Ulid, ulid_to_str
+from slatelib.format import seam
+from slatelib.ids import Ulid
 from slatelib.objstore import ObjectMeta, ObjectStore
 from slatelib.ops.gc.state import read_compactions_state
 from slatelib.paths import DbPaths
@@ -61,22 +61,13 @@ def live_set(ms: ManifestStore, latest: StoredManifest) -> tuple[LiveSet, dict[i
 
 # ------------------------------------------------------------------ referenced SST paths
 _SST_ID = attrgetter("sst_id")
-_ZERO_NAME = ulid_to_str(0)
 
 
 def sst_names(root: str, ids: list[Ulid]) -> list[str]:
-    """``DbPaths(root).compacted(sid)`` of every id, in order: formatted natively in one
-    call when the manifest extension is built (a database of 100k SSTs has 100k names),
-    else one by one."""
-    paths = DbPaths(root)
-    ext = manifest_native.ext
-    if ext is not None and ids:
-        head, _, tail = paths.compacted(0).rpartition(_ZERO_NAME)
-        try:
-            return ext.ulid_names(head, tail, list[int](ids))
-        except (OverflowError, TypeError, ValueError):
-            pass  # an id out of range (or a non-ASCII root): the reference path says which
-    return [paths.compacted(sid) for sid in ids]
+    """``DbPaths(root).compacted(sid)`` of every id, in order (:func:`slatelib.paths.ulid_names`,
+    in one native call when the extension is built: a database of 100k SSTs has 100k
+    names)."""
+    return seam.ulid_names(*DbPaths(root).compacted_parts, ids)
 
 
 def referenced_paths(root: str, live: LiveSet,

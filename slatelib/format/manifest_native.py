@@ -1,8 +1,9 @@
 """The optional C extension ``slatelib._manifest``: the manifest codec's hot paths. Pure.
 
-``ext`` is the extension module, or None when it is not built or when ``SLATELIB_NO_NATIVE``
-was set when :mod:`slatelib.format.native` was first imported (the same switch as for
-``slatelib._speedups``). :mod:`slatelib.format.manifest_codec` uses it for
+``ext`` is the extension module as :mod:`slatelib.format.native` loaded it (None when it is
+not built or when ``SLATELIB_NO_NATIVE`` was set: the same switch as for
+``slatelib._speedups``), configured here with the core classes it builds (its planning
+part with :mod:`slatelib.core.compaction_inputs`). :mod:`slatelib.format.manifest_codec` uses it for
 ``encode_manifest`` (the whole version-2 file) and for the three big vectors of a decoded
 manifest (``ssts``, ``l0``, ``compacted``, also inside segments, and the ``sst_ids`` of
 external databases); everything else is decoded by the reference code.
@@ -23,11 +24,11 @@ See docs/rfcs/0010-manifest-codec.md.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol, cast
 
+from slatelib.core.compaction_inputs import InputView, TaskView
 from slatelib.core.compactions import (
     CompactedSsTable,
     Compactions,
@@ -45,8 +46,8 @@ from slatelib.core.manifest import (
     SstType,
     SstView,
 )
-from slatelib.core.ranges import BytesRange
-from slatelib.format.native import DISABLED_BY_ENV
+from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange
+from slatelib.format.native import manifest_module
 from slatelib.ids import Ulid
 
 ViewCallback = Callable[[Ulid, Ulid, int], SstView]
@@ -79,11 +80,12 @@ class ManifestExt(Protocol):
     def forget_tree(self) -> None: ...
     def untrack_frozen(self, objects: list[Any], types: tuple[type, ...], /) -> int: ...
     def ulid_names(self, head: str, tail: str, ids: list[int], /) -> list[str]: ...
-    def configure_planning(self, input_view: type, task_view: type, bytes_range: type,
-                           bound: type, included: object, unbounded: object, /) -> None: ...
+    def configure_planning(self, input_view: type[InputView], task_view: type[TaskView],
+                           bytes_range: type[BytesRange], bound: type[Bound],
+                           included: BoundKind, unbounded: Bound, /) -> None: ...
     def identity_input_views(self, views: list[SstView], paths: list[str],
                              sst_map: dict[Ulid, SstHandle], l0_ids: set[Ulid],
-                             /) -> list[Any]: ...
+                             /) -> list[InputView | None]: ...
     def encode_v2(self, m: Manifest, view_problem: ProblemCallback, size_hint: int,
                   /) -> bytes: ...
     def configure_compactions(self, compacted: type[CompactedSsTable],
@@ -103,18 +105,21 @@ def _by_value(members: type[IntEnum]) -> tuple[IntEnum, ...]:
 
 
 def _load() -> ManifestExt | None:
-    try:
-        module = cast(ManifestExt, importlib.import_module("slatelib._manifest"))
-    except ImportError:
+    """The extension loaded by :mod:`slatelib.format.native`, configured with the core
+    classes it builds (None: not built, disabled, or a stale build)."""
+    if manifest_module is None:
         return None
+    module = cast(ManifestExt, manifest_module)
     if not hasattr(module, "configure_compactions"):  # pragma: no cover - a stale build
         return None  # built from an older _manifest.c (a failed rebuild keeps it): unused
     module.configure(SsTableInfo, SstHandle, SstView, SortedRun, _by_value(CompressionCodec),
                      _by_value(SstType), _by_value(FilterFormat))
     module.configure_compactions(CompactedSsTable, TieredCompactionSpec, DrainSegmentSpec,
                                  _by_value(CompactionStatus))
+    module.configure_planning(InputView, TaskView, BytesRange, Bound, BoundKind.INCLUDED,
+                              UNBOUNDED)
     return module
 
 
-ext: ManifestExt | None = None if DISABLED_BY_ENV else _load()
+ext: ManifestExt | None = _load()
 HAVE_NATIVE: bool = ext is not None

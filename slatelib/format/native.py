@@ -3,9 +3,12 @@ native pipeline whose ``Pipe`` is also the k-way merge of
 :mod:`slatelib.format.native_merge`: see :mod:`slatelib.format.native_pipe`) and
 ``slatelib._sstwrite`` (SST finishing). Pure.
 
-``speedups`` is the extension module, or None when it is not built (no compiler at install
-time) or when ``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first
-imported** (tests use it in a subprocess to run the pure-Python reference paths).
+This module is the one place where the extensions are chosen (:func:`_extension`; it also
+loads ``slatelib._manifest`` for :mod:`slatelib.format.manifest_native`). ``speedups`` is
+the extension module, or None when it is not built (no compiler at install time) or when
+``SLATELIB_NO_NATIVE=1`` is set in the environment **when this module is first imported**
+(``make test-pure`` runs the unit suite that way). Code outside ``format/`` calls
+:mod:`slatelib.format.seam`, never these modules.
 ``bloom``, ``block`` and ``sst`` pick their implementation once, at import.
 
 The extension's API is typed here as Protocols, so mypy checks every call site without a
@@ -21,6 +24,7 @@ import importlib
 import os
 from array import array
 from collections.abc import Callable
+from types import ModuleType
 from typing import Literal, Protocol, cast, overload
 
 from slatelib.core.row import Row
@@ -135,30 +139,30 @@ def native_disabled() -> bool:
     return os.environ.get(NO_NATIVE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _load() -> Speedups | None:
+def _extension(name: str) -> ModuleType | None:
+    """The extension module ``slatelib.<name>``: None when it is not built, or when
+    ``SLATELIB_NO_NATIVE`` was set when this module was imported. The one place where the
+    native implementations are chosen (every other module of ``format/`` takes what this
+    module loaded; code outside ``format/`` calls :mod:`slatelib.format.seam`)."""
+    if DISABLED_BY_ENV:
+        return None
     try:
-        module = importlib.import_module("slatelib._speedups")
+        return importlib.import_module(f"slatelib.{name}")
     except ImportError:
         return None
-    return cast(Speedups, module)
 
 
 DISABLED_BY_ENV: bool = native_disabled()
 """``SLATELIB_NO_NATIVE`` was set when this module was imported."""
-speedups: Speedups | None = None if DISABLED_BY_ENV else _load()
+speedups: Speedups | None = cast("Speedups | None", _extension("_speedups"))
 HAVE_NATIVE: bool = speedups is not None
 
-
-def _load_sstwrite() -> SstWriteModule | None:
-    try:
-        module = importlib.import_module("slatelib._sstwrite")
-    except ImportError:
-        return None
-    return cast(SstWriteModule, module)
-
-
-sstwrite: SstWriteModule | None = None if DISABLED_BY_ENV else _load_sstwrite()
+sstwrite: SstWriteModule | None = cast("SstWriteModule | None", _extension("_sstwrite"))
 """``slatelib._sstwrite`` (None: not built, or ``SLATELIB_NO_NATIVE``)."""
+
+manifest_module: ModuleType | None = _extension("_manifest")
+"""``slatelib._manifest``, not yet configured (:mod:`slatelib.format.manifest_native`
+configures it and types it)."""
 
 
 def native_block_decoder(

@@ -12,35 +12,18 @@ that really lacks conditional writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-
 from slatelib.errors import StorageError
-from slatelib.objstore.object_store import BytesLike, ObjectMeta, ObjectStore, check_path
-from slatelib.objstore.spec import StoreSpec
+from slatelib.objstore.forwarding import ForwardingStore
+from slatelib.objstore.object_store import BytesLike, ObjectStore, check_path
 
 
-class NoConditionalWritesStore:
-    """Delegates everything to ``inner`` but the two conditional puts, which it refuses."""
+class NoConditionalWritesStore(ForwardingStore):
+    """Forwards everything to ``inner`` but the two conditional puts, which it refuses."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.refused = 0
         """How many conditional puts were refused (for tests)."""
-
-    @property
-    def inner(self) -> ObjectStore:
-        return self._inner
-
-    @property
-    def spec(self) -> StoreSpec:
-        return self._inner.spec
-
-    @property
-    def url(self) -> str:
-        return self._inner.url
-
-    def __repr__(self) -> str:
-        return f"NoConditionalWritesStore({self._inner!r})"
 
     def _refuse(self, op: str, path: str) -> StorageError:
         self.refused += 1
@@ -64,32 +47,3 @@ class NoConditionalWritesStore:
             StorageError: always.
         """
         raise self._refuse("put_if_match", check_path(path))
-
-    def get(self, path: str) -> bytes:
-        return self._inner.get(path)
-
-    def get_with_meta(self, path: str) -> tuple[bytes, ObjectMeta]:
-        return self._inner.get_with_meta(path)
-
-    def get_range(self, path: str, start: int, end: int) -> bytes:
-        return self._inner.get_range(path, start, end)
-
-    def get_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return self._inner.get_ranges(path, ranges)
-
-    def head(self, path: str) -> ObjectMeta:
-        return self._inner.head(path)
-
-    def put(self, path: str, data: BytesLike) -> None:
-        self._inner.put(path, data)
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, end_before: str | None = None
-    ) -> Iterator[ObjectMeta]:
-        return self._inner.list(prefix, start_after=start_after, end_before=end_before)
-
-    def delete(self, path: str) -> None:
-        self._inner.delete(path)
-
-    def delete_many(self, paths: Iterable[str]) -> None:
-        self._inner.delete_many(paths)

@@ -33,6 +33,7 @@ from slatelib.errors import (
     SlateError,
     UnavailableError,
 )
+from slatelib.objstore.forwarding import ForwardingStore
 from slatelib.objstore.object_store import (
     BytesLike,
     ObjectMeta,
@@ -41,14 +42,13 @@ from slatelib.objstore.object_store import (
     check_data,
     check_prefix,
 )
-from slatelib.objstore.spec import StoreSpec
 
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class RetryingObjectStore:
+class RetryingObjectStore(ForwardingStore):
     """Wraps any ObjectStore and retries its transient failures.
 
     Args:
@@ -82,26 +82,13 @@ class RetryingObjectStore:
             raise InvalidArgumentError(
                 f"need 0 <= base_delay_s <= max_delay_s, got {base_delay_s}, {max_delay_s}"
             )
-        self._inner = inner
+        super().__init__(inner)
         self._max_attempts = max_attempts
         self._base = base_delay_s
         self._max_delay = max_delay_s
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._resolve_by_content = resolve_by_content
-
-    @property
-    def inner(self) -> ObjectStore:
-        """The wrapped store."""
-        return self._inner
-
-    @property
-    def spec(self) -> StoreSpec:
-        return self._inner.spec
-
-    @property
-    def url(self) -> str:
-        return self._inner.url
 
     def __repr__(self) -> str:
         return f"RetryingObjectStore({self._inner!r}, max_attempts={self._max_attempts})"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slatelib.errors import InvalidArgumentError
+from slatelib.errors import InternalError, InvalidArgumentError
+from slatelib.objstore.cas_records import redact_cas_url
 
 if TYPE_CHECKING:
     from slatelib.objstore.object_store import ObjectStore
@@ -35,12 +36,23 @@ def option_to_str(key: str, value: OptionValue) -> str:
     )
 
 
+_opener: Callable[[StoreSpec], ObjectStore] | None = None
+
+
+def register_opener(opener: Callable[[StoreSpec], ObjectStore]) -> None:
+    """Make :meth:`StoreSpec.open` use ``opener``: the store registry
+    (:func:`slatelib.objstore.registry.open_spec`) registers itself when it is imported, so
+    that the spec, which every store carries, never imports the registry back."""
+    global _opener
+    _opener = opener
+
+
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
     """URL of a store root plus explicit options, as sorted ``(key, value)`` string pairs,
     and ``defaults``: the ``[object_store]`` settings of the process that opened it (non-secret
     fallbacks below each opening process's environment, see
-    :func:`slatelib.objstore.url.set_store_defaults`).
+    :func:`slatelib.objstore.registry.set_store_defaults`).
 
     Spark ships this to executors, which call :meth:`open`. Options given here travel with
     the spec (pickled), so pass credentials through the environment of each process rather
@@ -84,19 +96,11 @@ class StoreSpec:
             InvalidArgumentError: bad URL or options.
             StorageError: the store cannot be created (e.g. the local root is a file).
         """
-        from slatelib.objstore.url import open_raw_store_with, with_retries
-
-        store = with_retries(open_raw_store_with(self.url, self.options_dict(),
-                                                 dict(self.defaults)))
-        if self.wal is None:
-            return store
-        from slatelib.objstore.wal_routing import WalRoutedStore
-
-        return WalRoutedStore(store, self.wal.open())
+        if _opener is None:  # importing slatelib.objstore registers it, before this module
+            raise InternalError("no store opener registered (import slatelib.objstore)")
+        return _opener(self)
 
     def __repr__(self) -> str:
-        from slatelib.objstore.cas_records import redact_cas_url
-
         shown = tuple((k, "***" if k in SECRET_OPTIONS else redact_cas_url(v) if k == "cas"
                        else v) for k, v in self.options)
         more = f", defaults={self.defaults!r}" if self.defaults else ""

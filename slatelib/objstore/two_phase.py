@@ -74,6 +74,7 @@ from slatelib.errors import (
     UnavailableError,
 )
 from slatelib.objstore.cas_records import CasBackend, CasRecord, CasUnreachableError, now_ms
+from slatelib.objstore.forwarding import ForwardingStore
 from slatelib.objstore.object_store import (
     BytesLike,
     ObjectMeta,
@@ -82,7 +83,7 @@ from slatelib.objstore.object_store import (
     check_path,
     check_prefix,
 )
-from slatelib.objstore.spec import StoreSpec
+from slatelib.objstore.url import split_store_url
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class CollectReport:
     temps_deleted: int = 0
 
 
-class TwoPhaseObjectStore:
+class TwoPhaseObjectStore(ForwardingStore):
     """An :class:`ObjectStore` whose conditional writes go through ``backend``.
 
     Args:
@@ -130,9 +131,7 @@ class TwoPhaseObjectStore:
 
     def __init__(self, inner: ObjectStore, backend: CasBackend, *,
                  on_phase: PhaseHook | None = None) -> None:
-        from slatelib.objstore.url import split_store_url
-
-        self._inner = inner
+        super().__init__(inner)
         self._backend = backend
         self.on_phase = on_phase
         # Records are keyed by the absolute location (bucket or file-system root, and the
@@ -144,11 +143,6 @@ class TwoPhaseObjectStore:
     # -- identity ---------------------------------------------------------------------------
 
     @property
-    def inner(self) -> ObjectStore:
-        """The wrapped object store."""
-        return self._inner
-
-    @property
     def backend(self) -> CasBackend:
         """The transactional store."""
         return self._backend
@@ -156,14 +150,6 @@ class TwoPhaseObjectStore:
     def with_inner(self, inner: ObjectStore) -> TwoPhaseObjectStore:
         """The same two-phase store over another handle of the same object store."""
         return TwoPhaseObjectStore(inner, self._backend, on_phase=self.on_phase)
-
-    @property
-    def spec(self) -> StoreSpec:
-        return self._inner.spec
-
-    @property
-    def url(self) -> str:
-        return self._inner.url
 
     def _abs(self, path: str) -> str:
         return f"{self._base}/{path}" if self._base and path else (path or self._base)
@@ -282,9 +268,6 @@ class TwoPhaseObjectStore:
         return (meta for meta in listing if not is_temporary(meta.path))
 
     # -- plain writes and deletes ---------------------------------------------------------------
-
-    def put(self, path: str, data: BytesLike) -> None:
-        self._inner.put(path, data)
 
     def delete(self, path: str) -> None:
         """Delete the record of ``path`` (and an unfinished write's temporary), then the

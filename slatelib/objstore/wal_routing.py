@@ -16,8 +16,9 @@ it without knowing about it, and Spark executors reopen both stores from the
 main store's ``wal/`` directories are not seen through it, as 0.17 does not see them when it
 is given a WAL store (its GC lists only the WAL store's ``wal/``).
 
-:func:`with_wal_store` attaches a WAL store to a store (``open_store(url, wal_store=...)``,
-``Db.open(..., wal_store=...)`` and every entry point with a ``wal_store`` argument).
+:func:`slatelib.objstore.registry.with_wal_store` attaches a WAL store to a store
+(``open_store(url, wal_store=...)``, ``Db.open(..., wal_store=...)`` and every entry point
+with a ``wal_store`` argument).
 """
 
 from __future__ import annotations
@@ -145,32 +146,4 @@ def main_store_of(store: ObjectStore) -> ObjectStore:
     return store.main if isinstance(store, WalRoutedStore) else store
 
 
-def with_wal_store(store: ObjectStore, wal_store: ObjectStore | str | None, *,
-                   default: str = "") -> ObjectStore:
-    """``store`` with its WAL objects in ``wal_store``.
-
-    ``wal_store`` is a store or its URL; ``""`` means none (the WAL lives in the main
-    store, even when ``store`` was opened with a WAL store); None keeps ``store``'s own WAL
-    store if it has one, else takes ``default`` (the ``[object_store] wal_store`` setting).
-
-    Raises:
-        InvalidArgumentError: a malformed WAL store URL (as ``open_store``), or a WAL store
-            that is the main store itself.
-    """
-    from slatelib.objstore.url import open_store
-
-    if wal_store is None:
-        if isinstance(store, WalRoutedStore) or not default:
-            return store
-        wal_store = default
-    main = main_store_of(store)
-    if isinstance(wal_store, str) and not wal_store:
-        return main
-    wal = open_store(wal_store) if isinstance(wal_store, str) else main_store_of(wal_store)
-    if wal.spec.url == main.spec.url and wal.spec.options == main.spec.options:
-        raise InvalidArgumentError(
-            f"WAL store {wal.url} is the database's store itself: leave the WAL store unset")
-    return WalRoutedStore(main, wal)
-
-
-__all__ = ["WalRoutedStore", "is_wal_path", "main_store_of", "wal_store_of", "with_wal_store"]
+__all__ = ["WalRoutedStore", "is_wal_path", "main_store_of", "wal_store_of"]

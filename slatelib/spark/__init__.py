@@ -6,6 +6,11 @@ source filter pushdown, which the source needs); the jobs register it themselves
     import slatelib.spark
     slatelib.spark.register(spark)
     df = spark.read.format("slatedb").option("db", "s3://bucket/tenants/a/db").load()
+
+The jobs' Spark side lives here too (``jobs/`` only parses arguments): ``session`` builds
+the SparkSession, ``compaction`` runs compaction tasks on the executors, ``standing`` the
+worker and service modes, ``gc`` the GC backend, ``isolation`` one database's failure as its
+own result, and ``executors`` / ``guard`` are the seam every task goes through.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from slatelib.spark import guard
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
 _tallies: dict[str, Any] = {}
@@ -78,6 +79,17 @@ def map_on_executors(sc: SparkContext, fn: Callable[[Any], Any], items: Sequence
 
     guarded = on_executors(sc, each, iterator=True)
     return list(sc.parallelize(list(items), len(items)).mapPartitions(guarded).collect())
+
+
+def spark_mapper(spark: SparkSession) -> Callable[[Callable[[Any], Any], Sequence[Any]],
+                                                  list[Any]]:
+    """A ``Mapper`` (:data:`slatelib.ops.rescale.Mapper`) that runs each item on the
+    executors, one partition each (:func:`map_on_executors`)."""
+
+    def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        return map_on_executors(spark.sparkContext, fn, items)
+
+    return run
 
 
 def tasks_by_executor(sc: SparkContext) -> dict[str, int]:

@@ -25,8 +25,9 @@ from typing import Any
 MISMATCH_MARK = "SLATELIB_EXECUTOR_MISMATCH:"
 """Starts the message of every refusal, so the driver finds it in Spark's error."""
 
-PACKAGES = ("slatelib", "jobs")
-"""The packages whose sources make a build (both run on executors)."""
+PACKAGES = ("slatelib",)
+"""The packages whose sources make a build: what runs on executors. ``jobs/`` parses
+arguments on the driver only; everything a task needs is in slatelib."""
 
 _CACHE = "_slatelib_executor_guard_cache"
 """A module in ``sys.modules`` that keeps this process's build across tasks (this module's

@@ -7,9 +7,8 @@ every source by key and sequence number. Views are clipped to their ``visible_ra
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -23,18 +22,9 @@ from slatelib.core.ranges import BoundKind, BytesRange
 from slatelib.core.rescale_check import RangeStats
 from slatelib.core.row import MERGE, Row
 from slatelib.errors import InvalidArgumentError
-from slatelib.format import bloom
-from slatelib.format.native_merge import merged_rows, resolved_pairs
-from slatelib.format.native_pipe import (
-    ARROW_BATCH_BYTES,
-    ARROW_BATCH_ROWS,
-    HAVE_NATIVE_PIPE,
-    ArrowBuffers,
-    Block,
-    scan_pairs,
-    scan_stats,
-    visible_buffers,
-)
+from slatelib.format import bloom, seam
+from slatelib.format.native_merge import merged_rows
+from slatelib.format.native_pipe import ARROW_BATCH_BYTES, ARROW_BATCH_ROWS, ArrowBuffers, Block
 from slatelib.ids import Ulid
 from slatelib.store.sst_reader import SstReader
 from slatelib.store.table_store import TableStore
@@ -316,11 +306,7 @@ class ReadView:
         but the pairs returned; else the decoded rows are merged and resolved natively
         (:func:`slatelib.format.native_merge.resolved_pairs`) or in Python.
         """
-        if HAVE_NATIVE_PIPE:
-            return scan_pairs([s.iter_checked(start, end) for s in self.all_sources()],
-                              self.merge_operator)
-        return resolved_pairs([s.iter_blocks(start, end) for s in self.all_sources()],
-                              self.merge_operator)
+        return seam.scan_pairs(self.all_sources(), start, end, self.merge_operator)
 
     def scan_stats(self, start: bytes | None = None, end: bytes | None = None) -> RangeStats:
         """The :class:`RangeStats` (keys, key + value bytes, digest) of what :meth:`scan`
@@ -328,11 +314,7 @@ class ReadView:
         (:func:`slatelib.format.native_pipe.scan_stats`) the SST blocks are checked, merged,
         resolved and hashed natively, with no Python object per row (memtable rows enter as
         rows); else ``RangeStats.of`` the scan's pairs."""
-        if HAVE_NATIVE_PIPE:
-            return scan_stats([s.iter_checked(start, end) for s in self.all_sources()],
-                              self.merge_operator)
-        return scan_stats([s.iter_blocks(start, end) for s in self.all_sources()],
-                          self.merge_operator, use_native=False)
+        return seam.scan_stats(self.all_sources(), start, end, self.merge_operator)
 
     def scan_buffers(self, start: bytes | None = None, end: bytes | None = None, *,
                      max_rows: int = ARROW_BATCH_ROWS, max_bytes: int = ARROW_BATCH_BYTES,
@@ -352,33 +334,7 @@ class ReadView:
             raise InvalidArgumentError(
                 f"scan batches need max_rows and max_bytes of at least 1, not {max_rows} "
                 f"and {max_bytes}")
-        if HAVE_NATIVE_PIPE:
-            return visible_buffers([s.iter_checked(start, end) for s in self.all_sources()],
-                                   self.merge_operator, max_rows=max_rows,
-                                   max_bytes=max_bytes)
-        return pack_pairs(self.scan(start, end), max_rows=max_rows, max_bytes=max_bytes)
+        return seam.scan_buffers(self.all_sources(), start, end, self.merge_operator,
+                                 max_rows=max_rows, max_bytes=max_bytes)
 
-
-def pack_pairs(pairs: Iterable[tuple[bytes, bytes]], *, max_rows: int = ARROW_BATCH_ROWS,
-               max_bytes: int = ARROW_BATCH_BYTES) -> Iterator[ArrowBuffers]:
-    """``(key, value)`` pairs as the batches of :meth:`ReadView.scan_buffers` (the
-    pure-Python path: int32 offsets and the concatenated bytes)."""
-    it = iter(pairs)
-    while True:
-        koff, voff = array("i", [0]), array("i", [0])
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        size = 0
-        for k, v in it:
-            keys.append(k)
-            values.append(v)
-            koff.append(koff[-1] + len(k))
-            voff.append(voff[-1] + len(v))
-            size += len(k) + len(v)
-            if len(keys) >= max_rows or size >= max_bytes:
-                break
-        if not keys:
-            return
-        yield ArrowBuffers(len(keys), koff.tobytes(), b"".join(keys), voff.tobytes(),
-                           b"".join(values), None, None, 0, None, None, 0, None)
 

@@ -22,8 +22,8 @@ from slatelib.core.manifest import CompressionCodec, SsTableInfo, SstHandle
 from slatelib.core.ranges import Bound, BoundKind, BytesRange
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
-from slatelib.format import bloom, native
-from slatelib.format.native_pipe import CheckedBlocks, check_stored_blocks
+from slatelib.format import bloom, seam
+from slatelib.format.native_pipe import CheckedBlocks
 from slatelib.format.sst import (
     block_range,
     decode_data_block,
@@ -44,7 +44,6 @@ FILTER_SLOT = -2
 """Cache slots of an SST's index and filter (data blocks use their block number)."""
 _UNLOADED = object()
 _row_key = itemgetter(0)
-_DECODE_BLOCKS = native.speedups.decode_blocks if native.speedups is not None else None
 _NO_FILTER = object()
 _G = TypeVar("_G")
 
@@ -289,7 +288,7 @@ class SstReader:
         """Decode blocks ``lo..hi-1`` from one ranged get, bypassing the cache (scans).
 
         Uncompressed blocks are checked and decoded in one native call
-        (``_speedups.decode_blocks``) into one list for the whole group; if it finds damage,
+        (``seam.decode_plain_blocks``) into one list for the whole group; if it finds damage,
         the per-block path runs instead, so the error names the object and the block exactly
         as it does elsewhere.
         """
@@ -297,14 +296,14 @@ class SstReader:
         start = block_range(idx, info, lo)[0]
         end = block_range(idx, info, hi - 1)[1]
         data = self._get_exact(start, end, f"blocks {lo}..{hi - 1}")
-        if _DECODE_BLOCKS is not None and info.compression == CompressionCodec.NONE:
+        if info.compression == CompressionCodec.NONE:
             bounds = [o - start for o in idx.offsets[lo:hi]]
             bounds.append(end - start)
-            try:
-                # one list for the whole group: the merge then pulls one list per fetch
-                return [_DECODE_BLOCKS(data, bounds, self.version, True)]
-            except ValueError:
-                pass  # the path below raises the precise error
+            # one list for the whole group: the merge then pulls one list per fetch (None:
+            # no extension, or damage, which the path below names precisely)
+            decoded = seam.decode_plain_blocks(data, bounds, self.version)
+            if decoded is not None:
+                return [decoded]
         out: list[list[Row]] = []
         for i in range(lo, hi):
             s, e = block_range(idx, info, i)
@@ -315,8 +314,8 @@ class SstReader:
     def _fetch_group_checked(self, idx: SstIndex, lo: int, hi: int,
                              rng: BytesRange) -> list[list[Row] | CheckedBlocks]:
         """Blocks ``lo..hi-1`` from one ranged get, bypassing the cache, checked natively
-        (``check_stored_blocks``, clipped to ``rng``; compressed blocks are decompressed
-        first); on damage, decoded block by block so that the error names the object and the
+        (``seam.check_group``, clipped to ``rng``; compressed blocks are decompressed
+        first); on damage (or without the extension), decoded block by block so that the error names the object and the
         block."""
         info = self.info
         start = block_range(idx, info, lo)[0]
@@ -324,10 +323,9 @@ class SstReader:
         data = self._get_exact(start, end, f"blocks {lo}..{hi - 1}")
         bounds = [o - start for o in idx.offsets[lo:hi]]
         bounds.append(end - start)
-        try:
-            return [check_stored_blocks(data, bounds, self.version, info.compression, rng)]
-        except ValueError:
-            pass
+        checked = seam.check_group(data, bounds, self.version, info.compression, rng)
+        if checked is not None:
+            return [checked]
         out: list[list[Row] | CheckedBlocks] = []
         for i in range(lo, hi):
             s, e = block_range(idx, info, i)

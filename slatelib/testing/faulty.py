@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from slatelib.errors import UnavailableError
+from slatelib.objstore.forwarding import ForwardingStore
 from slatelib.objstore.object_store import BytesLike, ObjectMeta, ObjectStore, OpName
-from slatelib.objstore.spec import StoreSpec
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ class FaultRule:
         return any(self.path.search(p) for p in paths)
 
 
-class FlakyObjectStore:
+class FlakyObjectStore(ForwardingStore):
     """ObjectStore wrapper that injects faults according to its rules (thread-safe).
 
     Args:
@@ -85,25 +85,12 @@ class FlakyObjectStore:
     """
 
     def __init__(self, inner: ObjectStore, *, sleep: Callable[[float], None] = time.sleep) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._sleep = sleep
         self._lock = threading.Lock()
         self.rules: list[FaultRule] = []
         self.calls: Counter[str] = Counter()
         self.log: list[tuple[OpName, str]] = []
-
-    @property
-    def inner(self) -> ObjectStore:
-        """The wrapped store."""
-        return self._inner
-
-    @property
-    def spec(self) -> StoreSpec:
-        return self._inner.spec
-
-    @property
-    def url(self) -> str:
-        return self._inner.url
 
     # -- rules -----------------------------------------------------------------------------
 

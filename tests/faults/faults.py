@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from slatelib.objstore import ObjectStore
-from slatelib.objstore.url import with_retries
+from slatelib.objstore.registry import with_retries
 from slatelib.testing.faulty import FlakyObjectStore
 
 KINDS = ("/wal/", "/manifest/", "/compacted/", "/compactions/", "/gc/", "")

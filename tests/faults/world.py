@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slatelib.objstore import ObjectStore, open_raw_store
-from slatelib.objstore.url import with_retries
+from slatelib.objstore.registry import with_retries
 from tests.faults.faults import StoreFaults, flaky_store
 from tests.faults.ledger import Ledger
 from tests.faults.procs import Proc

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def s3_env(monkeypatch: pytest.MonkeyPatch, s3_bucket: S3Bucket) -> S3Bucket:
     """``s3://<bucket>`` URLs work without options: endpoint and credentials come from the
-    environment (slatelib.objstore.url)."""
+    environment (slatelib.objstore.backends)."""
     monkeypatch.setenv("SLATELIB_S3_ENDPOINT", s3_bucket.endpoint)
     monkeypatch.setenv("SLATELIB_S3_REGION", REGION)
     monkeypatch.setenv("SLATELIB_S3_ALLOW_HTTP", "true")

@@ -24,8 +24,9 @@ from slatelib import Db, DbReader
 from slatelib.config import ObjectStoreSettings
 from slatelib.errors import SlateError
 from slatelib.objstore import ObjectStore, open_store
+from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.two_phase import PHASES, TwoPhaseObjectStore, is_temporary
-from slatelib.objstore.url import set_store_defaults, split_store_url
+from slatelib.objstore.url import split_store_url
 from slatelib.ops.compaction import run_compaction
 from slatelib.ops.gc.collect import collect_garbage
 from slatelib.store.manifest_store import ManifestStore

@@ -10,7 +10,7 @@ import pytest
 from slatelib import Db, DbReader, WriteBatch, create_checkpoint, create_clone, destroy
 from slatelib.errors import FencedError, InvalidDbStateError
 from slatelib.objstore import ObjectStore, RetryingObjectStore
-from slatelib.objstore.url import with_retries
+from slatelib.objstore.registry import with_retries
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.testing.faulty import FlakyObjectStore
 from tests.interop.official import OfficialReader, s3_store

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from jobs._gc_spark import SparkBackend
 from jobs.gc import build_parser, run
 from slatelib.clock import SYSTEM_CLOCK
 from slatelib.config import GcSettings, Settings, load_settings
@@ -24,6 +23,7 @@ from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.destroy import destroy
 from slatelib.ops.gc import collect_garbage, gc_options, run_gc
 from slatelib.paths import DbPaths
+from slatelib.spark.gc import SparkBackend
 from slatelib.store.manifest_store import ManifestStore
 from slatelib.store.sequenced import Versioned
 from slatelib.testing.clock import FakeClock

@@ -18,8 +18,8 @@ from jobs.gc import run as run_gc_job
 from slatelib import Db, DbReader
 from slatelib.config import ObjectStoreSettings, Settings
 from slatelib.objstore import open_store
+from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.two_phase import TwoPhaseObjectStore, is_temporary
-from slatelib.objstore.url import set_store_defaults
 from tests.unit.writer.support import writer_settings
 
 pytestmark = pytest.mark.spark

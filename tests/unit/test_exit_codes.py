@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-import jobs._gc_spark
+import slatelib.spark.gc
 from jobs import compact as compact_job
 from jobs import gc as gc_job
-from jobs._common import DbTarget, run_isolated, settings_from
+from jobs._common import DbTarget, settings_from
 from slatelib import errors
 from slatelib.cli.app import exit_code_for as cli_exit_code_for
 from slatelib.exit_codes import EXIT_NAMES, exit_code_for, exit_name
+from slatelib.spark.isolation import run_isolated
 
 CASES = [
     (errors.CompactorActiveError("x"), 7),
@@ -48,7 +49,7 @@ def test_the_compact_and_gc_jobs_report_the_same_code_for_the_same_error(
 
     monkeypatch.setattr(compact_job, "run_compaction", boom)
     monkeypatch.setattr(gc_job, "run_gc", boom)
-    monkeypatch.setattr(jobs._gc_spark, "SparkBackend", lambda *a, **k: None)
+    monkeypatch.setattr(slatelib.spark.gc, "SparkBackend", lambda *a, **k: None)
     got = {}
     for name, job in (("compact", compact_job), ("gc", gc_job)):
         args = job.build_parser().parse_args(["--db", f"file://{tmp_path}/db", "--dry-run"])

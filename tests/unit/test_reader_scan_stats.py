@@ -12,10 +12,11 @@ import pytest
 from slatelib import Db, DbReader
 from slatelib.core.rescale_check import RangeStats
 from slatelib.errors import InvalidArgumentError, MergeOperatorMissingError
+from slatelib.format import seam
 from slatelib.format.native_pipe import ArrowBuffers
 from slatelib.objstore import ObjectStore
-from slatelib.store import read_view
 from slatelib.testing.clock import FakeClock
+from tests.unit.native_only import require_native
 from tests.unit.writer.support import compact_l0, memory_store, writer_settings
 
 PATH = "db"
@@ -85,9 +86,10 @@ def test_scan_buffers_hold_the_scan_in_batches(store: ObjectStore, monkeypatch: 
                                                end: bytes | None) -> None:
     """``scan_buffers``: the scan's pairs, in order, in batches of at most ``max_rows`` rows
     that end once ``max_bytes`` is reached; natively and packed from the pairs alike."""
-    if native and not read_view.HAVE_NATIVE_PIPE:
-        pytest.fail("the native pipeline is not built")  # the native case must not pass empty
-    monkeypatch.setattr(read_view, "HAVE_NATIVE_PIPE", native)
+    if native:  # the native case must not pass empty
+        require_native(seam._PIPE is not None, "the native pipeline")
+    else:
+        monkeypatch.setattr(seam, "_PIPE", None)
     with DbReader.open(PATH, store, mode="latest", merge_operator="concat") as reader:
         want = list(reader.scan(start, end))
         for rows, size in [(7, 1 << 20), (1 << 20, 100), (1, 1)]:

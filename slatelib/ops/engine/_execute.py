@@ -43,7 +43,7 @@ from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.retention import RetentionPolicy, RetentionStats
 from slatelib.core.window_merge import DEFAULT_FILL_ROWS
 from slatelib.format.native_merge import retained_batches
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, RetainPipe, accepts_fill
+from slatelib.format.native_pipe import RetainPipe, accepts_fill
 from slatelib.format.sst import SstWriter
 from slatelib.ids import UlidGenerator
 from slatelib.objstore import ObjectStore
@@ -80,7 +80,7 @@ def peak_rss_bytes() -> int:
 def native_pipeline_for(task: CompactionTask) -> bool:
     """The native pipeline can run ``task``: it is built and enabled, and the task's SSTs
     are written by the native block writer (format version 2)."""
-    return HAVE_NATIVE_PIPE and accepts_fill(SstWriter(task.sst_options).block_writer)
+    return accepts_fill(SstWriter(task.sst_options).block_writer)
 
 
 def execute_compaction_task(

@@ -40,11 +40,11 @@ from slatelib.errors import (
     ObjectMissingError,
     SstMissingError,
 )
-from slatelib.format import native
+from slatelib.format import seam
 from slatelib.format.block import decode_block_v2
 from slatelib.format.block_v1 import decode_block_v1
 from slatelib.format.compression import decompress
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, CheckedBlocks, check_stored_blocks
+from slatelib.format.native_pipe import CheckedBlocks
 from slatelib.format.sst import block_range
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
@@ -52,8 +52,6 @@ from slatelib.ops.engine._task import CompactionTask
 from slatelib.store.sst_reader import SstReader
 
 _key = itemgetter(0)
-_DECODE_BLOCKS = native.speedups.decode_blocks if native.speedups is not None else None
-"""Checks and decodes a run of uncompressed stored blocks in one call (None: not built)."""
 
 
 def _crc32(data: memoryview) -> int:
@@ -168,15 +166,14 @@ Group = list[Row] | CheckedBlocks
 
 def _fetch_checked(store: ObjectStore, vi: ViewInput, a: int, b: int) -> Group:
     """Blocks ``a..b-1`` checked natively (decompressed first when compressed) and clipped
-    to the view's range; on damage the row path (:func:`_fetch`), which names the block."""
+    to the view's range (:func:`slatelib.format.seam.check_group`); on damage, or without
+    the extension, the row path (:func:`_fetch`), which names a damaged block."""
     data, start, end = _get_group(store, vi, a, b)
     bounds = [o - start for o in vi.index.offsets[a:b]]
     bounds.append(end - start)
-    try:
-        return check_stored_blocks(data, bounds, vi.reader.version, vi.reader.info.compression,
-                                   vi.range)
-    except ValueError:
-        return _fetch(store, vi, a, b, got=(data, start, end))
+    checked = seam.check_group(data, bounds, vi.reader.version, vi.reader.info.compression,
+                               vi.range)
+    return checked if checked is not None else _fetch(store, vi, a, b, got=(data, start, end))
 
 
 def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int, *,
@@ -186,15 +183,14 @@ def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int, *,
     info = vi.reader.info
     index = vi.index
     data_bytes, start, end = _get_group(store, vi, a, b) if got is None else got
-    if _DECODE_BLOCKS is not None and info.compression == CompressionCodec.NONE:
-        # one native call checks and decodes every block; on damage the loop below runs
-        # and names the block precisely
+    if info.compression == CompressionCodec.NONE:
+        # one native call checks and decodes every block; on damage (or without the
+        # extension) the loop below runs and names the block precisely
         bounds = [o - start for o in index.offsets[a:b]]
         bounds.append(end - start)
-        try:
-            return _DECODE_BLOCKS(data_bytes, bounds, vi.reader.version, True)
-        except ValueError:
-            pass
+        decoded = seam.decode_plain_blocks(data_bytes, bounds, vi.reader.version)
+        if decoded is not None:
+            return decoded
     view = memoryview(data_bytes)
     codec = info.compression
     plain = codec == CompressionCodec.NONE
@@ -276,7 +272,7 @@ def view_groups(store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *, 
     pending: deque[Future[Group]] = deque()
     groups = _groups(vi, max(1, fetch_bytes))
     fetch: Callable[[ObjectStore, ViewInput, int, int], Group] = (
-        _fetch_checked if checked and HAVE_NATIVE_PIPE else _fetch)
+        _fetch_checked if checked else _fetch)
     try:
         for a, b in groups:
             pending.append(pool.submit(fetch, store, vi, a, b))

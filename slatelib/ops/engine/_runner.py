@@ -4,7 +4,7 @@ a runner ships to its workers) and :func:`execute_tasks` (run, retry what failed
 transiently, collect the results in task order).
 
 A runner decides only *where* tasks run (threads here, Spark executors in
-``jobs/_compact_spark.py``); which tasks exist and what is committed is the feature's
+``slatelib/spark/compaction.py``); which tasks exist and what is committed is the feature's
 business (:mod:`slatelib.ops.compaction.run`, :mod:`slatelib.ops.rescale.job`).
 """
 

@@ -18,6 +18,7 @@ from itertools import repeat
 from operator import attrgetter, is_
 from typing import Any
 
+from slatelib.core.compaction_inputs import InputView as InputView  # re-exported
 from slatelib.core.compaction_plan import CompactionSpec
 from slatelib.core.compaction_source import view_range_and_size
 from slatelib.core.external_dbs import external_roots
@@ -37,28 +38,13 @@ from slatelib.core.range_split import (
 )
 from slatelib.core.ranges import UNBOUNDED, Bound, BoundKind, BytesRange, span
 from slatelib.errors import InternalError
-from slatelib.format import manifest_native
+from slatelib.format import seam
 from slatelib.format.sst import SstWriterOptions
-from slatelib.ids import Ulid, ulid_to_str
+from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, StoreSpec
 from slatelib.ops.engine._task import CompactionTask, TaskSource, TaskView
 from slatelib.store.sst_reader import INDEX_SLOT, BlockCache, SstReader
 from slatelib.store.table_store import TableStore
-
-
-@dataclass(frozen=True, slots=True)
-class InputView:
-    """An input view with its handle and path (``task_view``), keys and estimated size.
-
-    ``l0`` views usually span the whole key space, so their weight is never placed at
-    their first key: their indexes are always read for splitting.
-    """
-
-    view: SstView
-    task_view: TaskView
-    effective: BytesRange
-    size: int
-    l0: bool
 
 
 def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) -> list[InputView]:
@@ -86,11 +72,10 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
     out: list[InputView] = []
     append = out.append
     with gc_paused():
-        native = _native_planning()
         sst_map = manifest.sst_map
         built: list[InputView | None] = (
-            native.identity_input_views(views, paths, sst_map, l0_ids)
-            if native is not None and isinstance(sst_map, dict) else [None] * len(views))
+            seam.identity_input_views(views, paths, sst_map, l0_ids)
+            if isinstance(sst_map, dict) else [None] * len(views))
         for view, path, done in zip(views, paths, built, strict=True):
             if done is not None:  # a plain identity view, built natively
                 append(done)
@@ -123,39 +108,17 @@ def input_views(spec: CompactionSpec, manifest: Manifest, tables: TableStore) ->
             set_size(iv, size)
             set_l0(iv, view.id in l0_ids)
             append(iv)
-        if manifest_native.ext is not None:
-            manifest_native.ext.untrack_frozen(out, _UNTRACKED)
+        seam.untrack_frozen(out, _UNTRACKED)
     return out
-
-
-_ZERO_NAME = ulid_to_str(0)
-_configured: list[object] = []  # the extension configure_planning() was called on
-
-
-def _native_planning() -> manifest_native.ManifestExt | None:
-    """The extension, configured with the planning classes, or None without it."""
-    ext = manifest_native.ext
-    if ext is None:
-        return None
-    if not _configured or _configured[0] is not ext:
-        ext.configure_planning(InputView, TaskView, BytesRange, Bound, BoundKind.INCLUDED,
-                               UNBOUNDED)
-        _configured[:] = [ext]
-    return ext
 
 
 def _sst_paths(tables: TableStore, external: dict[Ulid, str],
                views: Sequence[SstView]) -> list[str]:
-    """``tables.sst_path(view.sst_id, external)`` of every view, formatted natively (one
-    call) when the extension is built and no SST lives in an external database."""
-    ext = manifest_native.ext
-    if ext is not None and not external:
-        # DbPaths.compacted(id) is head + ulid_to_str(id) + tail; the ULID is its end.
-        head, _, tail = tables.paths.compacted(0).rpartition(_ZERO_NAME)
-        try:
-            return ext.ulid_names(head, tail, [v.sst_id for v in views])
-        except (OverflowError, TypeError, ValueError):
-            pass  # an id out of range (or a non-ASCII root): the reference path says which
+    """``tables.sst_path(view.sst_id, external)`` of every view: in one call
+    (:func:`slatelib.paths.ulid_names`, native when built) when no SST lives in an external
+    database."""
+    if not external:
+        return seam.ulid_names(*tables.paths.compacted_parts, [v.sst_id for v in views])
     return [tables.sst_path(v.sst_id, external) for v in views]
 
 

@@ -19,22 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slatelib import errors as errors_module
-from slatelib.core.manifest import SstHandle, SstView
+from slatelib.core.compaction_inputs import TaskView as TaskView  # re-exported
+from slatelib.core.manifest import SstHandle
 from slatelib.core.ranges import BytesRange
 from slatelib.core.retention import RetentionStats
 from slatelib.errors import InternalError, SlateError
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, ulid_to_str
 from slatelib.objstore import ObjectStore, StoreSpec
-
-
-@dataclass(frozen=True, slots=True)
-class TaskView:
-    """One input view: the view, its SST handle and the object path of the SST."""
-
-    view: SstView
-    handle: SstHandle
-    path: str
 
 
 @dataclass(frozen=True, slots=True)

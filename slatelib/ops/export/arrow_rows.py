@@ -6,8 +6,9 @@ null when the row has none). A change stream (incremental export) adds ``_change
 (``"upsert"`` / ``"delete"``).
 
 :func:`scan_task_batches` reads a scan task's batches: from the native pipeline's buffers
-(:func:`buffers_to_batch`, wrapped with ``pyarrow.Array.from_buffers`` without a copy) when
-it is built, else from visible rows (:func:`to_batch`).
+(:func:`buffers_to_batch`, wrapped with ``pyarrow.Array.from_buffers`` without a copy;
+:func:`slatelib.format.seam.visible_buffers` packs them in Python when the extension is not
+built), or with ``use_native=False`` from visible rows (:func:`to_batch`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from slatelib.core.visible_rows import VisibleRow
 from slatelib.errors import DataError, InvalidArgumentError
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers
+from slatelib.format.native_pipe import ArrowBuffers
 from slatelib.objstore import ObjectStore
 from slatelib.ops.export.scan import ScanTask, scan_task_buffers, scan_task_rows
 
@@ -168,7 +169,7 @@ def scan_task_batches(task: ScanTask, schema: pa.Schema, *, store: ObjectStore |
                       use_native: bool = True) -> Iterator[pa.RecordBatch]:
     """The visible rows of a scan task as record batches of ``schema`` (see the module
     docstring); raises what :func:`slatelib.ops.export.scan.scan_task_rows` raises."""
-    if use_native and HAVE_NATIVE_PIPE:
+    if use_native:
         names = set(schema.names)
         for b in scan_task_buffers(task, store=store, seq="seq" in names,
                                    expire_ts="expire_ts" in names,

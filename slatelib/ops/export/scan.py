@@ -9,10 +9,11 @@ overlap it. :func:`scan_task_rows` (executor) reads a task with the compaction i
 the pinned manifest references, merges the sources in windows and resolves each key as
 ``DbReader`` does (:func:`slatelib.core.visible_rows.resolve_window`): tombstones, merge
 operands, views of clones and projections (``visible_range``), segments, WAL rows.
-:func:`scan_task_buffers` reads the same rows through the native pipeline
-(:mod:`slatelib.format.native_pipe`): blocks are checked (compressed ones decompressed
-first), merged and resolved natively into Arrow buffers, with no Python object per row (WAL
-rows enter as rows; keys whose merge operands need the operator are folded in Python).
+:func:`scan_task_buffers` reads the same rows as Arrow buffers
+(:func:`slatelib.format.seam.visible_buffers`), through the native pipeline when it is
+built: blocks are checked (compressed ones decompressed first), merged and resolved
+natively into Arrow buffers, with no Python object per row (WAL rows enter as rows; keys
+whose merge operands need the operator are folded in Python).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from slatelib.core.row import Row
 from slatelib.core.visible_rows import VisibleRow, resolve_window
 from slatelib.core.window_merge import merge_windows
 from slatelib.errors import InvalidArgumentError
-from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, ArrowBuffers, visible_buffers
+from slatelib.format import seam
+from slatelib.format.native_pipe import ArrowBuffers
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectStore, StoreSpec
@@ -243,10 +245,8 @@ def scan_task_buffers(task: ScanTask, *, store: ObjectStore | None = None, seq: 
                       ) -> Iterator[ArrowBuffers]:
     """The visible rows of ``task``'s range, as :func:`scan_task_rows` returns them, in
     batches of Arrow buffers (``seq`` / ``expire_ts`` / ``create_ts``: with those columns)
-    from the native pipeline. Raises what :func:`scan_task_rows` raises, and RuntimeError
-    when the native pipeline is not built (``HAVE_NATIVE_PIPE``)."""
-    if not HAVE_NATIVE_PIPE:
-        raise RuntimeError("the native pipeline is not built or is disabled")
+    from the native pipeline when it is built (:func:`slatelib.format.seam.visible_buffers`).
+    Raises what :func:`scan_task_rows` raises."""
     with _task_streams(task, store, source_blocks) as (streams, op):
-        yield from visible_buffers(streams, op, seq=seq, expire_ts=expire_ts,
-                                   create_ts=create_ts)
+        yield from seam.visible_buffers(streams, op, seq=seq, expire_ts=expire_ts,
+                                        create_ts=create_ts)

@@ -1,5 +1,7 @@
-"""The per-directory GC flags that ``slate gc`` and ``jobs/gc.py`` share, and the options
-they make (docs/rfcs/0013-gc-options.md).
+"""The GC flags that ``slate gc`` and ``jobs/gc.py`` share (:func:`add_gc_args`, defined
+once here), and the options they make (docs/rfcs/0013-gc-options.md).
+
+``--min-age``, ``--force`` and ``--dry-run`` / ``--no-dry-run`` apply to the whole run.
 
 Each of 0.17's directories (``manifest``, ``wal``, ``wal-fence``, ``compacted``,
 ``compactions``) gets ``--<dir>-min-age DURATION`` and ``--<dir>-dry-run`` /
@@ -16,11 +18,26 @@ import argparse
 
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GC_KINDS, GcOptions
-from slatelib.flags import OnOffFlag
+from slatelib.flags import OnOffFlag, accept_dash_values
 from slatelib.ops.gc.collect import gc_options
 
 FLAG_NAMES = {kind: kind.value.replace("_", "-") for kind in GC_KINDS}
 """Kind -> the directory's name in flags (``wal-fence``)."""
+
+
+def add_gc_args(p: argparse.ArgumentParser) -> None:
+    """Add every GC flag: ``--min-age``, ``--force``, ``--dry-run`` / ``--no-dry-run`` and
+    the per-directory ones (:func:`add_gc_option_args`); ``--min-age -5min`` reaches its
+    own check ("must not be negative")."""
+    accept_dash_values(p)
+    p.add_argument("--min-age", metavar="DURATION",
+                   help="only objects older than this may go (default [gc] min_age, 5min)")
+    p.add_argument("--force", action="store_true",
+                   help="allow --min-age below [gc] min_age_floor (5min)")
+    p.add_argument("--dry-run", action=OnOffFlag, default=None,
+                   help="decide and report only; --no-dry-run deletes; giving both is refused "
+                        "(default: [gc] dry_run, true)")
+    add_gc_option_args(p)
 
 
 def add_gc_option_args(p: argparse.ArgumentParser) -> None:

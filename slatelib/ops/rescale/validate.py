@@ -15,18 +15,19 @@ target's (:func:`check_target`). Keys, key + value bytes and an order-independen
 must agree
 (:class:`~slatelib.core.rescale_check.RangeStats`), which also proves that every target is
 readable. The stats are computed in C (``slatelib._speedups.range_stats``, the same numbers as
-the pure-Python ``RangeStats.of``) when the extension is built: :func:`range_stats`.
+the pure-Python ``RangeStats.of``) when the extension is built:
+:func:`slatelib.format.seam.range_stats`.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from slatelib.core.manifest import Manifest
 from slatelib.core.rescale_check import RangeStats, compare_stats
@@ -38,7 +39,7 @@ from slatelib.errors import (
     StorageError,
     UnavailableError,
 )
-from slatelib.format import native
+from slatelib.format import seam
 from slatelib.objstore import ObjectStore, StoreSpec
 from slatelib.ops.engine import fine_anchors, load_merge_operator
 from slatelib.ops.rescale.balance import manifest_views
@@ -63,20 +64,9 @@ indexes (:func:`target_cuts`); a larger one at its SSTs' first keys."""
 Mapper = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 """Runs a function over items somewhere and returns the results in item order."""
 
-NativeRangeStats = Callable[[Iterable[tuple[bytes, bytes]]], tuple[int, int, int]]
-
-NATIVE_RANGE_STATS: NativeRangeStats | None = cast(
-    "NativeRangeStats | None", getattr(native.speedups, "range_stats", None))
-"""``slatelib._speedups.range_stats`` (None: the extension is not built, is disabled by
-``SLATELIB_NO_NATIVE``, or is an older build without it)."""
-
-
-def range_stats(rows: Iterable[tuple[bytes, bytes]]) -> RangeStats:
-    """:meth:`RangeStats.of` ``rows``: natively when the extension is built (the same keys,
-    bytes and digest, tests/unit/core/test_rescale_check.py), else in Python."""
-    if NATIVE_RANGE_STATS is None:
-        return RangeStats.of(rows)
-    return RangeStats(*NATIVE_RANGE_STATS(rows))
+range_stats = seam.range_stats
+""":meth:`RangeStats.of` of ``(key, value)`` pairs: natively when the extension is built (the
+same keys, bytes and digest, tests/unit/core/test_rescale_check.py), else in Python."""
 
 
 def thread_mapper(workers: int = 4) -> Mapper:

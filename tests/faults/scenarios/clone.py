@@ -7,7 +7,7 @@ import random
 
 from slatelib.errors import SlateError
 from slatelib.objstore import ObjectStore
-from slatelib.objstore.url import with_retries
+from slatelib.objstore.registry import with_retries
 from slatelib.ops.clone import create_clone
 from slatelib.ops.destroy import destroy
 from slatelib.store.manifest_store import ManifestStore

@@ -44,7 +44,7 @@ from slatelib import errors
 from slatelib.core.rescale_plan import RescalePlan
 from slatelib.errors import InvalidDbStateError, ManifestMissingError, SlateError
 from slatelib.objstore import ObjectStore
-from slatelib.objstore.url import with_retries
+from slatelib.objstore.registry import with_retries
 from slatelib.ops.checkpoint import delete_checkpoint
 from slatelib.ops.destroy import destroy, layout_objects
 from slatelib.ops.rescale import (

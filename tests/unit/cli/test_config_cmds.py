@@ -95,7 +95,7 @@ def test_store_misconfiguration_exits_2_from_any_command(
 def test_object_store_settings_show_with_their_source_and_env_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from slatelib.objstore.url import set_store_defaults
+    from slatelib.objstore.registry import set_store_defaults
 
     conf = tmp_path / "dev.toml"
     conf.write_text('[object_store]\nendpoint = "http://127.0.0.1:9000"\nregion = "r1"\n')

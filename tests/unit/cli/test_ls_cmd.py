@@ -113,11 +113,12 @@ def test_ls_rows_equal_the_per_object_classification(
     from slatelib.cli.ls_view import reasons as _reasons
     from slatelib.core.gc_plan import build_rules, referenced_ssts
     from slatelib.core.gc_rules import GcOptions
-    from slatelib.format import manifest_native
+    from slatelib.format import manifest_native, seam
     from slatelib.ops.gc.state import read_compactions_state
 
     if not native:
         monkeypatch.setattr(manifest_native, "ext", None)
+        monkeypatch.setattr(seam, "_manifest_ext", None)  # names formatted in Python
     store = open_store(f"file://{fixture_copy}")
     ms = ManifestStore(store, "ckpt_clone")
     latest = ms.read_latest()

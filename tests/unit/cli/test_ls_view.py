@@ -22,7 +22,7 @@ from slatelib.cli.output import iso_ms
 from slatelib.core.gc_plan import build_rules, referenced_ssts
 from slatelib.core.gc_rules import GcOptions
 from slatelib.errors import ObjectMissingError
-from slatelib.format import manifest_native
+from slatelib.format import manifest_native, seam
 from slatelib.ids import Ulid
 from slatelib.objstore import ObjectMeta, ObjectStore, open_store
 from slatelib.ops.gc.state import read_compactions_state
@@ -126,6 +126,7 @@ def test_ls_output_is_byte_identical_to_classifying_each_object(
 ) -> None:
     if not native:
         monkeypatch.setattr(manifest_native, "ext", None)
+        monkeypatch.setattr(seam, "_manifest_ext", None)  # names formatted in Python
     monkeypatch.setattr(ls_cmd, "_ROWS_PER_WRITE", 3)  # batches end between every kind of row
     store = open_store(f"file://{mangled}")
     for db in DBS:

@@ -33,6 +33,7 @@ from slatelib.core.rescale_check import (
 from slatelib.core.rescale_plan import shard_ranges
 from slatelib.errors import InvalidDbStateError
 from slatelib.format import native
+from tests.unit.native_only import require_native
 
 sp = native.speedups
 
@@ -84,9 +85,8 @@ def test_row_digest_is_blake2b_128_of_the_key_length_key_and_value() -> None:
 def native_built() -> None:
     """As in tests/unit/format/test_native.py: without the extension the equivalence
     cannot be checked, which is a failure, not a skip."""
-    assert sp is not None and hasattr(sp, "range_stats"), (
-        "slatelib._speedups is not built, is older than range_stats, or SLATELIB_NO_NATIVE=1 "
-        "is set: `pip install -e .` builds it in place")
+    require_native(sp is not None and hasattr(sp, "range_stats"),
+                   "slatelib._speedups (with range_stats)")
 
 
 needs_native = pytest.mark.usefixtures("native_built")

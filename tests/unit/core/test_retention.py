@@ -34,6 +34,7 @@ from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.format.native_merge import HAVE_NATIVE_MERGE, retained_batches
 from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, RetainPipe
 from tests.unit.format._pipe_blocks import checked_groups
+from tests.unit.native_only import require_native
 
 K = b"k"
 TICK = 1_000
@@ -61,13 +62,9 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the whole matrix against the Python reference, the native merge, then the
     native pipeline."""
     if request.param == "native":
-        assert HAVE_NATIVE_MERGE, (
-            "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1): the native matrix "
-            "cannot run; `.venv/bin/python setup.py build_ext --inplace` builds it")
+        require_native(HAVE_NATIVE_MERGE, "slatelib._speedups (the native matrix)")
     if request.param == "native_pipe":
-        assert HAVE_NATIVE_PIPE, (
-            "slatelib._speedups has no native pipeline (or SLATELIB_NO_NATIVE=1): the matrix "
-            "cannot run on it; `.venv/bin/python setup.py build_ext --inplace` builds it")
+        require_native(HAVE_NATIVE_PIPE, "slatelib._speedups (its native pipeline)")
     ENGINE["native"] = request.param in ("native", "native_pipe")
     ENGINE["pipe"] = request.param == "native_pipe"
     yield request.param

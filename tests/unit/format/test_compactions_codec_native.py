@@ -45,6 +45,7 @@ from slatelib.format.compactions_codec import (
 from slatelib.format.flatbuf import Buffer
 from slatelib.ids import Ulid
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
+from tests.unit.native_only import require_native
 
 from ._strategies import compactions_files, compactions_v2, infos, ranges, texts, u64s, ulids
 
@@ -58,9 +59,7 @@ GOLDEN_FILES = sorted(
 @pytest.fixture(autouse=True)
 def native_built() -> None:
     """Without the extension these equivalence checks cannot run: a failure, not a skip."""
-    assert ext is not None, (
-        "slatelib._manifest is not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(ext is not None, "slatelib._manifest")
 
 
 # --------------------------------------------------------------------------- helpers

@@ -45,6 +45,7 @@ from slatelib.format.manifest_codec import (
 from slatelib.format.manifest_parts import view_problem
 from slatelib.ids import Ulid
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
+from tests.unit.native_only import require_native
 
 from ._strategies import manifests
 
@@ -56,9 +57,7 @@ DIFF = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def native_built() -> None:
     """Without the extension these equivalence checks cannot run: a failure, not a skip."""
-    assert ext is not None, (
-        "slatelib._manifest is not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(ext is not None, "slatelib._manifest")
 
 
 def _native_raw(data: bytes) -> Manifest:
@@ -362,8 +361,9 @@ def test_decoded_objects_are_collected_and_usable() -> None:
 
 # ------------------------------------------------------------------------- pure Python
 
-def test_reference_path_runs_without_the_extension() -> None:
-    """The codec tests pass with SLATELIB_NO_NATIVE=1 (the reference path alone)."""
+def test_no_native_turns_the_manifest_extension_off() -> None:
+    """SLATELIB_NO_NATIVE=1 turns the extension off (``make test-pure`` runs the codec tests,
+    and the whole unit suite, on the reference path alone)."""
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c",
@@ -371,13 +371,6 @@ def test_reference_path_runs_without_the_extension() -> None:
         cwd=REPO, env=env, capture_output=True, text=True, check=True,
     )
     assert probe.stdout.strip() == "False"
-    tests = ["tests/unit/format/test_manifest_codec.py",
-             "tests/unit/format/test_compactions_codec.py"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 
 # ------------------------------------------------------------ planning helpers

@@ -36,6 +36,7 @@ from slatelib.format.block_v1 import BlockBuilderV1, decode_block_v1, decode_blo
 from slatelib.format.native import BlockWriter
 from slatelib.format.sst import SstWriter, SstWriterOptions, parse_sst
 from tests.conftest import FIXTURE_NAMES, GOLDEN_DIR
+from tests.unit.native_only import native_only, require_native
 
 # A failing example with 5 kB values has a large repr; that must not turn into an error.
 pytestmark = pytest.mark.filterwarnings(
@@ -50,9 +51,7 @@ sp = native.speedups
 def native_built() -> None:
     """The C extension is optional for users (pure Python otherwise) but not for the tests:
     without it these equivalence checks cannot run, which is a failure, not a skip."""
-    assert sp is not None, (
-        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): `pip install -e .`"
-        " builds it with gcc and the Python headers; see setup.py")
+    require_native(sp is not None, "slatelib._speedups")
 
 
 needs_native = pytest.mark.usefixtures("native_built")
@@ -66,6 +65,7 @@ I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 # ------------------------------------------------------------------------ the build itself
 
 
+@native_only
 def test_extension_is_built() -> None:
     """CI must exercise the native path: a missing build is a failure, not a silent skip."""
     assert not native.DISABLED_BY_ENV, "SLATELIB_NO_NATIVE=1 is set: the native path is untested"
@@ -734,22 +734,14 @@ def test_golden_ssts_reencode_identically_with_the_reference_writer(
         assert sst_module.encode_sst(rows, opts).to_bytes() == enc.to_bytes()
 
 
-@pytest.mark.slow
-def test_format_suite_passes_without_the_extension() -> None:
-    """Golden, round-trip and corruption tests of block/bloom/SST, and the compaction tasks
-    that decode fetched blocks as memoryviews, on the pure-Python path (executors that get
-    slatelib without its extension, e.g. from a --py-files zip, run it)."""
+def test_no_native_turns_the_extension_off() -> None:
+    """SLATELIB_NO_NATIVE=1 turns the extension off; ``make test-pure`` then runs the golden,
+    round-trip and corruption tests of block/bloom/SST, the compaction tasks that decode
+    fetched blocks as memoryviews, and the rest of the unit suite on the pure-Python path
+    (executors that get slatelib without its extension, e.g. from a --py-files zip, run it)."""
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
         [sys.executable, "-c", "from slatelib.format import native; print(native.HAVE_NATIVE)"],
         cwd=REPO, env=env, capture_output=True, text=True, check=True,
     )
     assert probe.stdout.strip() == "False"
-    tests = [f"tests/unit/format/{t}"
-             for t in ("test_sst.py", "test_block.py", "test_block_v1.py", "test_bloom.py")]
-    tests.append("tests/unit/ops/engine/test_execute.py")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        cwd=REPO, env=env, capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

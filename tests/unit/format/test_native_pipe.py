@@ -49,6 +49,7 @@ from slatelib.format.native_pipe import (
 )
 from slatelib.format.sst import SstWriter, SstWriterOptions, decode_data_block
 from tests.unit.format._pipe_blocks import checked_groups, cut, decode_py, encode_block, frame
+from tests.unit.native_only import require_native
 
 TICK = 1_000
 DIFF = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,9 +59,7 @@ LONG = b"L" * 200
 @pytest.fixture(autouse=True)
 def pipe_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert HAVE_NATIVE_PIPE, (
-        "slatelib._speedups has no native pipeline (not built, or SLATELIB_NO_NATIVE=1): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds it")
+    require_native(HAVE_NATIVE_PIPE, "slatelib._speedups (its native pipeline)")
 
 
 def key_of(k: int, empty: bool) -> bytes:
@@ -539,9 +538,9 @@ def test_both_crc_implementations_are_zlibs(data: bytes, pad: int) -> None:
     assert fn(b"")[1] in ("zlib", "table") and fn(b"", True)[1] == "table"
 
 
-def test_the_pure_python_paths_pass_without_the_pipeline() -> None:
-    """With ``SLATELIB_NO_NATIVE=1`` (no pipeline) compaction, ``scan_stats`` and the export
-    batches take their reference paths, in a subprocess."""
+def test_no_native_turns_the_pipeline_off() -> None:
+    """``SLATELIB_NO_NATIVE=1`` turns the pipeline off, in a subprocess (``make test-pure``
+    runs the whole unit suite that way: compaction, ``scan_stats``, the export batches)."""
     repo = Path(__file__).resolve().parents[3]
     env = dict(os.environ, SLATELIB_NO_NATIVE="1")
     probe = subprocess.run(
@@ -551,15 +550,6 @@ def test_the_pure_python_paths_pass_without_the_pipeline() -> None:
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )
     assert probe.stdout.split() == ["False"]
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/unit/test_reader_scan_stats.py", "tests/unit/store/test_read_view.py",
-         "tests/unit/ops/engine/test_execute.py", "tests/unit/ops/export/test_arrow_rows.py",
-         "-k", "not native"],
-        cwd=repo, env=env, capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout
 
 
 @DIFF

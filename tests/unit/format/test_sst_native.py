@@ -22,6 +22,7 @@ from slatelib.format import native
 from slatelib.format.sst import SstWriter, SstWriterOptions, block_range, parse_sst
 from slatelib.format.sst_index import encode_sst_index
 from slatelib.format.sst_stats import SstStats, encode_sst_stats
+from tests.unit.native_only import require_native
 
 DIFF = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,9 +30,8 @@ DIFF = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 @pytest.fixture(autouse=True)
 def sstwrite_built() -> None:
     """Optional for users, not for these tests: a missing build is a failure."""
-    assert native.sstwrite is not None and native.speedups is not None, (
-        "slatelib._sstwrite / _speedups are not built (or SLATELIB_NO_NATIVE=1 is set): "
-        "`.venv/bin/python setup.py build_ext --inplace` builds them")
+    require_native(native.sstwrite is not None and native.speedups is not None,
+                   "slatelib._sstwrite / _speedups")
 
 
 def random_rows(rng: random.Random, n: int, *, wal: bool = False) -> list[Row]:

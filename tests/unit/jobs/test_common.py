@@ -1,60 +1,19 @@
-"""Per-database isolation of the jobs (``jobs/_common.run_isolated``), without Spark."""
+"""The jobs' common options and database selection (``jobs/_common.py``), without Spark."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from jobs._common import DbTarget, add_common_args, resolve_targets, run_isolated
+from jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib import DbReader, bulk_load, create_clone
-from slatelib.errors import FencedError, InvalidArgumentError, SstMissingError
+from slatelib.errors import InvalidArgumentError, SstMissingError
 from slatelib.objstore import open_store
-
-TARGETS = [DbTarget("file:///", f"db{i}", f"file:///db{i}") for i in range(4)]
-
-
-def test_databases_run_at_once_and_results_keep_the_argument_order() -> None:
-    together = threading.Barrier(2, timeout=10)  # breaks (and fails the test) if run one by one
-
-    def fn(t: DbTarget) -> dict[str, Any]:
-        if t.path in ("db0", "db1"):
-            together.wait()
-        if t.path == "db2":
-            raise FencedError("another compactor took over")
-        if t.path == "db3":
-            raise RuntimeError("a bug")
-        return {"rows": int(t.path[-1])}
-
-    results, code = run_isolated(TARGETS, fn, concurrency=2)
-    assert [r["db"] for r in results] == [t.name for t in TARGETS]
-    assert [r["status"] for r in results] == ["success", "success", "fenced", "error"]
-    assert [r["exit_code"] for r in results] == [0, 0, 3, 1]
-    assert results[0]["rows"] == 0 and results[1]["rows"] == 1
-    assert results[3]["error"] == {"type": "RuntimeError", "message": "a bug"}
-    assert code == 3  # the first failure in argument order, not in completion order
-
-
-def test_concurrency_one_runs_the_databases_in_order_on_the_calling_thread() -> None:
-    seen: list[tuple[str, int]] = []
-
-    def fn(t: DbTarget) -> dict[str, Any]:
-        seen.append((t.path, threading.get_ident()))
-        return {}
-
-    results, code = run_isolated(TARGETS, fn)
-    assert code == 0 and [r["db"] for r in results] == [t.name for t in TARGETS]
-    assert seen == [(t.path, threading.get_ident()) for t in TARGETS]
-
-
-def test_a_concurrency_below_one_is_refused_with_the_setting_named() -> None:
-    with pytest.raises(InvalidArgumentError, match="gc.db_concurrency must be at least 1, got 0"):
-        run_isolated(TARGETS, lambda t: {}, concurrency=0, setting="gc.db_concurrency")
-
+from slatelib.objstore.registry import set_store_defaults, store_defaults
 
 # ------------------------------------------------------------------ --store-root
 
@@ -111,7 +70,7 @@ def test_store_root_with_a_bucket_prefix() -> None:
 # ------------------------------------------------------------- report shape and headlines
 def test_every_job_report_has_the_same_top_level_and_a_headline() -> None:
     from jobs import compact, gc, rescale
-    from jobs._common import job_report
+    from slatelib.ops.job_report import job_report
 
     db = {"db": "file:///d", "status": "success", "exit_code": 0, "outcome": "committed",
           "inputs": {"l0_views": 5, "sorted_runs": 0}, "outputs": {"count": 1}}
@@ -138,35 +97,6 @@ def test_every_job_report_has_the_same_top_level_and_a_headline() -> None:
                    seconds=0.5, headline=rescale.headline, command="split", outcome="done",
                    validation={"ok": True})
     assert r["headline"] == "split src into 2 databases (10 keys, 5.0 kB); validated; 0.50 s"
-
-
-def test_progress_line_has_bytes_and_an_eta() -> None:
-    from jobs._compact_spark import progress_line
-
-    assert progress_line("compact a", 1, 4, 1_000_000, 4_000_000, 2.0) == (
-        "compact a: 1/4 key ranges, 1.0 MB/4.0 MB done, ETA 6 s, 2.0 s")
-    assert progress_line("compact a", 0, 4, 0, 4_000_000, 2.0) == (
-        "compact a: 0/4 key ranges, 0 B/4.0 MB done, 2.0 s")
-
-
-def test_the_shipped_log4j_file_is_applied_unless_one_is_given(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs import _spark
-
-    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
-    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
-    assert _spark.LOG4J_CONF.is_file()
-    text = _spark.LOG4J_CONF.read_text()
-    assert "${env:SLATELIB_SPARK_LOG_LEVEL:-WARN}" in text and "SYSTEM_ERR" in text
-    assert _spark.log4j_java_option({}) == (
-        f"-Dlog4j.configurationFile={_spark.LOG4J_CONF.as_uri()}")
-    mine = {"SPARK_SUBMIT_OPTS": "-Xss4m -Dlog4j.configurationFile=/etc/mine.properties"}
-    assert _spark.log4j_java_option(mine) is None
-    assert _spark.log4j_java_option({"JAVA_TOOL_OPTIONS": "-Dlog4j2.configurationFile=x"}) is None
-    # the launch puts it in SPARK_SUBMIT_OPTS (before spark.driver.extraJavaOptions)
-    env = _spark.launch_environment([], fallback="local[1]", environ={"SPARK_SUBMIT_OPTS": "-Xss4m"})
-    assert env["SPARK_SUBMIT_OPTS"] == f"-Xss4m {_spark.log4j_java_option({})}"
-    assert "SPARK_SUBMIT_OPTS" not in _spark.launch_environment([], fallback="x", environ=mine)
 
 
 # ---------------------------------------------------------------- WAL stores per database
@@ -201,18 +131,22 @@ def test_each_target_gets_its_entrys_wal_store_else_the_runs(tmp_path: Path) -> 
         resolve_targets(args("--dbs-file", str(bad)))
 
 
-def test_a_slatelib_error_raised_in_a_spark_task_keeps_its_kind_and_exit_code() -> None:
-    from jobs._common import raised_in_task
-    from slatelib.errors import ChecksumMismatchError, MergeOperatorMissingError
-    from slatelib.exit_codes import exit_code_for
-
-    text = ("An exception was thrown from the Python worker:\nTraceback (most recent call "
-            "last):\n  File \"x.py\", line 1\nslatelib.errors.MergeOperatorMissingError: key "
-            "6b (b'k') has merge operands but no merge operator is configured (give ...)\n")
-    err = raised_in_task(text)
-    assert isinstance(err, MergeOperatorMissingError) and exit_code_for(err) == 2
-    assert str(err).startswith("key 6b (b'k') has merge operands")
-    err = raised_in_task("...\nslatelib.errors.ChecksumMismatchError: db/x.sst: checksum\n")
-    assert isinstance(err, ChecksumMismatchError) and exit_code_for(err) == 5
-    assert raised_in_task("ValueError: boom") is None
-    assert raised_in_task("slatelib.errors.NoSuchKind: x") is None
+def test_jobs_load_env_files_before_settings_and_register_store_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_file = tmp_path / "job.env"
+    env_file.write_text("SLATELIB_GC__MIN_AGE=10min\n")
+    conf = tmp_path / "c.toml"
+    conf.write_text('[object_store]\nregion = "eu-west-1"\n')
+    p = argparse.ArgumentParser()
+    add_common_args(p)
+    args = p.parse_args(["--db", "file:///tmp/x", "--env-file", str(env_file),
+                         "--conf", str(conf)])
+    monkeypatch.delenv("SLATELIB_GC__MIN_AGE", raising=False)
+    try:
+        settings = settings_from(args)
+        assert settings.gc.min_age == 600.0
+        assert store_defaults("s3") == {"region": "eu-west-1"}
+    finally:
+        set_store_defaults(None)
+        os.environ.pop("SLATELIB_GC__MIN_AGE", None)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import jobs._spark
+import slatelib.spark.session
 from jobs import compact as compact_job
 from jobs import gc as gc_job
 from slatelib.config import load_settings
@@ -44,7 +44,7 @@ def tmp(tmp_path: Path) -> Path:
 @pytest.fixture
 def fake_spark(monkeypatch: pytest.MonkeyPatch) -> FakeSpark:
     spark = FakeSpark()
-    monkeypatch.setattr(jobs._spark, "build_spark", lambda *a, **k: spark)
+    monkeypatch.setattr(slatelib.spark.session, "build_spark", lambda *a, **k: spark)
     return spark
 
 

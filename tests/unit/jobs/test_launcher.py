@@ -1,7 +1,9 @@
-"""slate-spark's global job options (``--wal-store``) before or after the job's name."""
+"""``slate-spark`` (``jobs/launcher.py``): Spark options anywhere on the line, the global job
+options (``--wal-store``) before or after the job's name, and the dispatch to the job."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -31,9 +33,42 @@ def test_the_wal_store_before_the_job_reaches_the_job(
     seen = fake_job(0)
     monkeypatch.setenv("PYSPARK_PYTHON", "python")
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "python")
-    monkeypatch.delenv(launcher._spark.SUBMIT_ARGS_ENV, raising=False)  # restored after
+    monkeypatch.delenv(launcher.SUBMIT_ARGS_ENV, raising=False)  # restored after
     assert launcher.main(["--wal-store", "file:///w", "--master", "local[1]", "gc",
                           "--db", "file:///x"]) == 0
     assert seen == [["--db", "file:///x", "--wal-store", "file:///w"]]
     assert launcher.main(["--wal-store", "a", "gc", "--wal-store", "b"]) == 2
     assert "different values" in capsys.readouterr().err
+
+
+def test_slate_spark_takes_spark_options_anywhere_on_the_line() -> None:
+    submit, rest = launcher.split_spark_options(
+        ["compact", "--master", "spark://h:7077", "--db", "s3://b/db", "--spark-conf=x.y=1 2",
+         "--executor-env", "dist/env.tar.gz", "--policy", "l0", "--deploy-mode", "client"])
+    assert rest == ["compact", "--db", "s3://b/db", "--policy", "l0"]
+    assert submit == ["--master", "spark://h:7077", "--conf", "x.y=1 2",
+                      "--archives", "dist/env.tar.gz#env",
+                      "--conf", "spark.pyspark.python=./env/bin/python",
+                      "--deploy-mode", "client"]
+    for bad in (["--master"], ["--spark-conf", "novalue"], ["--deploy-mode", "cluster"],
+                ["--master", "--db"]):
+        with pytest.raises(ValueError):
+            launcher.split_spark_options(bad)
+
+
+def test_slate_spark_dispatches_to_the_job_module(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    fake_job: Callable[[int], list[list[str]]],
+) -> None:
+    seen = fake_job(3)
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    assert launcher.main(["gc", "--db", "file:///x"]) == 3
+    assert seen == [["--db", "file:///x"]]
+    import sys
+
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    assert launcher.main(["vacuum"]) == 2
+    assert "unknown job 'vacuum'" in capsys.readouterr().err
+    assert launcher.main(["--help"]) == 0
+    assert "slate-spark {compact,gc,rescale,export}" in capsys.readouterr().out

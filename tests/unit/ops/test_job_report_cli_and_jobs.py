@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-import jobs._compact_spark
-import jobs._gc_spark
+import slatelib.spark.compaction
+import slatelib.spark.gc
 from jobs import compact as compact_job
 from jobs import gc as gc_job
 from jobs._common import settings_from
@@ -61,7 +61,7 @@ def test_slate_compact_prints_the_compact_jobs_report(
     dry_run: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(jobs._compact_spark, "SparkTaskRunner",
+    monkeypatch.setattr(slatelib.spark.compaction, "SparkTaskRunner",
                         lambda *_a, **_k: ThreadTaskRunner(2))
     flags = ["--policy", "l0", "--parallelism", "2", *(["--dry-run"] if dry_run else [])]
     ours = compaction_db(tmp_path / "cli")
@@ -93,7 +93,7 @@ def test_slate_gc_prints_the_gc_jobs_report(
     dry_run: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(jobs._gc_spark, "SparkBackend", lambda *_a, **_k: LocalBackend())
+    monkeypatch.setattr(slatelib.spark.gc, "SparkBackend", lambda *_a, **_k: LocalBackend())
     flags = ["--min-age", "0s", "--force", "--dry-run" if dry_run else "--no-dry-run"]
     ours, theirs = gc_db(tmp_path / "cli"), gc_db(tmp_path / "job")
     got = cli(capsys, "--db", ours, "gc", *flags)

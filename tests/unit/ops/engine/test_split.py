@@ -15,7 +15,7 @@ from slatelib.core.manifest import Manifest, SortedRun, SsTableInfo, SstHandle, 
 from slatelib.core.range_split import overlaps, view_anchor
 from slatelib.core.ranges import UNBOUNDED, Bound, BytesRange
 from slatelib.errors import CorruptObjectError
-from slatelib.format import manifest_native
+from slatelib.format import manifest_native, seam
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
@@ -30,6 +30,7 @@ from slatelib.ops.engine import (
 )
 from slatelib.ops.engine._split import coarse_anchors, gc_paused
 from slatelib.store.table_store import TableStore
+from tests.unit.native_only import require_native
 
 
 def _key(rng: random.Random) -> bytes:
@@ -104,9 +105,9 @@ def test_input_views_and_build_tasks_equal_the_per_view_definitions(
     native: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if native:
-        assert manifest_native.ext is not None, "slatelib._manifest is not built"
+        require_native(manifest_native.ext is not None, "slatelib._manifest")
     else:  # the pure-Python path (extension absent or SLATELIB_NO_NATIVE=1)
-        monkeypatch.setattr(manifest_native, "ext", None)
+        monkeypatch.setattr(seam, "_manifest_ext", None)
     tables = TableStore(open_store("memory:///"), "db")
     opts = TaskOptions(open_store("memory:///").spec, "db", Ulid(1), SstWriterOptions(), 1 << 20,
                        None, 4, 1 << 20, 0)
@@ -179,10 +180,9 @@ def test_gc_paused_nests_and_restores_the_callers_setting() -> None:
 
 
 def test_the_native_builder_makes_exactly_the_plain_identity_views() -> None:
-    from slatelib.ops.engine._split import _native_planning
-
-    ext = _native_planning()
-    assert ext is not None, "slatelib._manifest is not built"
+    ext = manifest_native.ext
+    require_native(ext is not None, "slatelib._manifest")
+    assert ext is not None
     tables = TableStore(open_store("memory:///"), "db")
     r = random.Random(23)
     native = python = 0
@@ -190,7 +190,7 @@ def test_the_native_builder_makes_exactly_the_plain_identity_views() -> None:
         spec, m = _random_spec(r)
         views = spec.views()
         paths = [tables.sst_path(v.sst_id) for v in views]
-        built = ext.identity_input_views(views, paths, m.sst_map, set(spec.l0_view_ids))
+        built = seam.identity_input_views(views, paths, m.sst_map, set(spec.l0_view_ids))
         for view, got, want in zip(views, built, _reference_views(spec, m, tables), strict=True):
             if view.visible_range is not None:
                 assert got is None

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from slatelib.errors import DataError, InvalidArgumentError
+from slatelib.format import seam
 from slatelib.format.native_pipe import HAVE_NATIVE_PIPE, visible_buffers
 from slatelib.objstore import ObjectStore
 from slatelib.ops.export.arrow_rows import (
@@ -20,6 +21,7 @@ from slatelib.ops.export.arrow_rows import (
 from slatelib.ops.export.pin import PinnedCheckpoint, create_read_checkpoint
 from slatelib.ops.export.scan import plan_scan
 from tests.unit.format._pipe_blocks import checked_groups
+from tests.unit.native_only import require_native
 from tests.unit.ops.export.support import PATH, build_db
 
 ROWS = [(b"a", 5, 0, b"1", None, 10), (b"b", 6, 0, b"22", 99, None)]
@@ -67,13 +69,20 @@ def pinned_db() -> tuple[ObjectStore, PinnedCheckpoint]:
     return store, create_read_checkpoint(store, PATH, name="t", lifetime_s=3600)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
 @pytest.mark.parametrize("columns", [("key", "value"), COLUMNS, ("key", "seq", "create_ts")])
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_native_batches_equal_the_row_batches(pinned_db: tuple[ObjectStore, PinnedCheckpoint],
-                                              columns: tuple[str, ...], partitions: int) -> None:
+                                              columns: tuple[str, ...], partitions: int,
+                                              native: bool, monkeypatch: pytest.MonkeyPatch,
+                                              ) -> None:
     """The native pipeline's buffers (checked blocks, WAL rows, merge operands folded in
-    Python) give the batches the row path gives, column for column, nulls included."""
-    assert HAVE_NATIVE_PIPE, "the native pipeline is not built"
+    Python), and the buffers the seam packs in Python without it, give the batches the row
+    path gives, column for column, nulls included."""
+    if native:
+        require_native(HAVE_NATIVE_PIPE, "the native pipeline")
+    else:
+        monkeypatch.setattr(seam, "_PIPE", None)
     store, pinned = pinned_db
     tasks = plan_scan(store, PATH, pinned.manifest, manifest_id=pinned.manifest_id,
                       checkpoint_id=pinned.checkpoint.id, merge_operator="concat",
@@ -91,12 +100,24 @@ def test_native_batches_equal_the_row_batches(pinned_db: tuple[ObjectStore, Pinn
 
 
 def test_native_batches_decode_utf8_and_name_a_key_that_is_not() -> None:
-    assert HAVE_NATIVE_PIPE, "the native pipeline is not built"
+    require_native(HAVE_NATIVE_PIPE, "the native pipeline")
     rows = [(b"a\xc3\xa9", 5, 0, b"ok", None, None), (b"b", 6, 0, b"\xff\xfe", 7, None)]
     groups, _ = checked_groups(rows, 2)
     [bufs] = list(visible_buffers([groups], None, expire_ts=True))
     batch = buffers_to_batch(bufs, arrow_schema(("key", "expire_ts"), "utf8"))
     assert batch.to_pydict() == {"key": ["a\u00e9", "b"], "expire_ts": [None, 7]}
+    with pytest.raises(DataError, match="value of key 62 is not valid UTF-8"):
+        buffers_to_batch(bufs, arrow_schema(("key", "value"), "utf8"))
+
+
+def test_packed_batches_decode_utf8_and_name_a_key_that_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the extension the seam packs the same buffers in Python."""
+    monkeypatch.setattr(seam, "_PIPE", None)
+    rows = [(b"a\xc3\xa9", 5, 0, b"ok", None, None), (b"b", 6, 0, b"\xff\xfe", 7, None)]
+    [bufs] = list(seam.visible_buffers([[rows]], None, seq=True, expire_ts=True))
+    batch = buffers_to_batch(bufs, arrow_schema(("key", "seq", "expire_ts"), "utf8"))
+    assert batch.to_pydict() == {"key": ["a\u00e9", "b"], "seq": [5, 6], "expire_ts": [None, 7]}
     with pytest.raises(DataError, match="value of key 62 is not valid UTF-8"):
         buffers_to_batch(bufs, arrow_schema(("key", "value"), "utf8"))
 

@@ -8,19 +8,37 @@ import pytest
 
 from slatelib.config import GcDirectorySettings, GcSettings, Settings
 from slatelib.core.gc_rules import ObjectKind
-from slatelib.flags import OnOffFlag
-from slatelib.ops.gc.flags import add_gc_option_args, gc_options_from_args
+from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 
 K = ObjectKind
 
 
 def parse(*argv: str) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--min-age")
-    p.add_argument("--force", action="store_true")
-    p.add_argument("--dry-run", action=OnOffFlag, default=None)
-    add_gc_option_args(p)
+    add_gc_args(p)
     return p.parse_args(argv)
+
+
+def gc_flags(p: argparse.ArgumentParser) -> dict[str, tuple[object, ...]]:
+    return {a.dest: (tuple(a.option_strings), type(a).__name__, a.default, a.help)
+            for a in p._actions if a.dest not in ("help",)}
+
+
+def test_slate_gc_and_the_gc_job_take_the_same_gc_flags_defined_once() -> None:
+    from jobs.gc import build_parser
+    from slatelib.cli.app import build_parser as slate_parser
+
+    job = gc_flags(build_parser())
+    sub = next(a for a in slate_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    cli = gc_flags(sub.choices["gc"])
+    alone = argparse.ArgumentParser()
+    add_gc_args(alone)
+    mine = gc_flags(alone)
+    assert mine and all(job[d] == v and cli[d] == v for d, v in mine.items())
+
+
+def test_a_negative_min_age_reaches_its_own_check() -> None:
+    assert parse("--min-age", "-5min").min_age == "-5min"
 
 
 def test_per_directory_flags_set_each_directory() -> None:

@@ -93,14 +93,15 @@ def test_scans_are_cut_into_chunks_that_add_up(store: ObjectStore) -> None:
 
 def test_scans_use_the_native_range_stats_when_built(store: ObjectStore,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from slatelib.format import native
+    from slatelib.format import native, seam
     from slatelib.ops.rescale import validate
 
-    assert (validate.NATIVE_RANGE_STATS is not None) == (
+    assert validate.range_stats is seam.range_stats
+    assert (seam._PIPE is not None) == (
         native.speedups is not None and hasattr(native.speedups, "range_stats"))
     task = ScanTask(store.spec, "src", None, b"k03", None, None, 0, "source")
     fast = run_scan_task(task).stats
-    monkeypatch.setattr(validate, "NATIVE_RANGE_STATS", None)
+    monkeypatch.setattr(seam, "_PIPE", None)
     assert run_scan_task(task).stats == fast and fast is not None and fast.keys == 17
 
 

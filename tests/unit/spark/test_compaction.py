@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from jobs._compact_spark import task_bytes
 from slatelib.core.compaction_source import estimate_view_size
 from slatelib.core.ranges import BytesRange
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
 from slatelib.ops.engine import CompactionTask, TaskOptions, build_tasks, input_views
+from slatelib.spark.compaction import progress_line, task_bytes
 from slatelib.store.table_store import TableStore
 from tests.unit.ops.engine.test_split import _random_spec, _range
 
@@ -44,3 +44,10 @@ def test_task_bytes_equals_the_estimate_of_every_clipped_view() -> None:
             assert task_bytes(task) == _task_bytes_definition(task)
             checked += bool(task.sources)
     assert checked > 300
+
+
+def test_progress_line_has_bytes_and_an_eta() -> None:
+    assert progress_line("compact a", 1, 4, 1_000_000, 4_000_000, 2.0) == (
+        "compact a: 1/4 key ranges, 1.0 MB/4.0 MB done, ETA 6 s, 2.0 s")
+    assert progress_line("compact a", 0, 4, 0, 4_000_000, 2.0) == (
+        "compact a: 0/4 key ranges, 0 B/4.0 MB done, 2.0 s")

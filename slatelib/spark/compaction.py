@@ -1,5 +1,7 @@
-"""The Spark side of the compaction job: one Spark job per compaction, one partition per
-key range, with progress on stderr (key ranges and estimated bytes done, and an ETA).
+"""Compaction tasks on Spark: one Spark job per compaction (or per batch of them), one
+partition per key range, with progress on stderr (key ranges and estimated bytes done, and
+an ETA). What ``jobs/compact.py`` (one-shot, worker and service modes) and
+``jobs/rescale.py`` hand their tasks to.
 
 Tasks are :class:`~slatelib.ops.compaction.CompactionTask` values (small, picklable: a
 ``StoreSpec``, the range and its input views); each executor runs

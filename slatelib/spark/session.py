@@ -1,4 +1,4 @@
-"""Build the SparkSession for a job, with Spark's own logging quiet. Nothing else lives here.
+"""Build the SparkSession for a job, with Spark's own logging quiet, and describe where it ran.
 
 What the driver JVM was given always wins: spark-submit's ``--master``, ``--deploy-mode``,
 ``--conf``, ``--properties-file`` and ``spark-defaults.conf``, or, when the job starts the
@@ -33,17 +33,18 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slatelib.config import SparkSettings, env_file_variables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOG4J_CONF = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
+LOG4J_CONF = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
+"""The shipped log4j2 file of a checkout (``conf/`` beside ``slatelib/``; absent in a wheel)."""
 LOG_LEVEL_ENV = "SLATELIB_SPARK_LOG_LEVEL"
 SUBMIT_ARGS_ENV = "SLATELIB_SPARK_SUBMIT_ARGS"
-"""slate-spark's Spark options for the driver JVM's launch (shell-quoted; jobs/launcher.py)."""
+"""slate-spark's Spark options for the driver JVM's launch (shell-quoted; ``jobs/launcher.py``)."""
 _LOG4J_PROPS = ("log4j.configurationFile", "log4j2.configurationFile")
 
 
@@ -255,3 +256,16 @@ def build_spark(app_name: str, *, master: str | None = None,
     if level:
         spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def spark_facts(spark: SparkSession) -> dict[str, Any]:
+    """The report's ``spark`` section: where the job ran (the effective master, the
+    application id and deploy mode, as the driver JVM has them)."""
+    from slatelib.spark.executors import tasks_by_executor
+
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    return {"master": sc.master, "app_id": sc.applicationId,
+            "deploy_mode": conf.get("spark.submit.deployMode", "client"),
+            "default_parallelism": int(sc.defaultParallelism),
+            "tasks_by_executor": tasks_by_executor(sc)}
