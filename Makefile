@@ -14,12 +14,12 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-cluster test-faults soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
+        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c) $(wildcard slatelib/csrc/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c) $(wildcard slatelib/csrc/*.[ch])
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -e '.[spark,test]'
@@ -81,9 +81,54 @@ MINUTES ?= 10
 soak: $(STAMP) ## one long seeded fault run: make soak SEED=123 MINUTES=10 (docs/fault-scenarios.md)
 	$(BIN)/python -m tests.faults.soak --seed $(SEED) --minutes $(MINUTES)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer over the C extensions
+# (docs/rfcs/0020-house-second-step.md, "C with common parts"). A copy of the package and the
+# tests in build/sanitize/tree gets the extensions built with the sanitizers (-Werror as
+# always; the in-place .so files of the working tree are never touched), then:
+#  1. the proof that it bites: a second copy built with -DSL_FAULT_BOUNDS_SLACK=64 (one bounds
+#     check of check_blocks loosened, csrc/common.h) must die with an AddressSanitizer report
+#     on a call that reads past its buffer;
+#  2. the native differential tests, run in the copy (so its slatelib is the one imported),
+#     with the ASan runtime preloaded (python itself is not instrumented), leak checks off
+#     (CPython keeps objects until exit by design) and PYTHONMALLOC=malloc (so every PyMem
+#     and object buffer is its own checked heap block, not a slice of a pymalloc arena);
+#     pytest's --capture=sys lets a sanitizer report reach the terminal, and the plugin
+#     tests/unit/format/_sanitizer_run.py runs fewer property examples and refuses builds
+#     without ASan.
+SAN_DIR := build/sanitize
+SAN_PY = $(abspath $(BIN))/python
+SAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g
+SAN_LDFLAGS := -fsanitize=address,undefined
+SAN_RUN = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+          ASAN_OPTIONS=detect_leaks=0:malloc_context_size=5 UBSAN_OPTIONS=print_stacktrace=1 PYTHONMALLOC=malloc
+SAN_TESTS := tests/unit/format/test_native.py tests/unit/format/test_native_merge.py \
+             tests/unit/format/test_native_pipe.py tests/unit/format/test_sst_native.py \
+             tests/unit/format/test_manifest_native.py tests/unit/format/test_compactions_codec_native.py \
+             tests/unit/format/test_native_bounds.py
+SAN_PROBE := from slatelib import _speedups as s; s.check_blocks(bytes(16), [0, 64], 2, True)
+# $(call san_copy,DIR,EXTRA_CFLAGS): the sources and tests copied to DIR, extensions built there
+san_copy = rm -rf $(1) && mkdir -p $(1) && \
+	tar -c --exclude='*.so' --exclude=__pycache__ setup.py pyproject.toml slatelib tests | tar -x -C $(1) && \
+	cd $(1) && CFLAGS="$(SAN_CFLAGS) $(2)" LDFLAGS="$(SAN_LDFLAGS)" $(SAN_PY) setup.py -q \
+	    build_ext --inplace >build.log 2>&1; \
+	$(SAN_RUN) $(SAN_PY) -c 'import slatelib._speedups, slatelib._manifest, slatelib._sstwrite' \
+	    || { cat build.log; echo "sanitized build failed (see above)"; exit 1; }
+
+test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds of the C extensions (a few minutes; part of make test)
+	@echo "sanitize: proof run (-DSL_FAULT_BOUNDS_SLACK=64 must be caught)"
+	@$(call san_copy,$(SAN_DIR)/broken,-DSL_FAULT_BOUNDS_SLACK=64)
+	@cd $(SAN_DIR)/broken && if $(SAN_RUN) $(SAN_PY) -c '$(SAN_PROBE)' 2>probe.log; then \
+	    echo "sanitize: the injected out-of-bounds read went unnoticed"; exit 1; fi; \
+	    grep -q 'ERROR: AddressSanitizer: heap-buffer-overflow' probe.log \
+	    || { cat probe.log; echo "sanitize: no AddressSanitizer report"; exit 1; }
+	@echo "sanitize: caught: $$(grep -m1 'ERROR: AddressSanitizer' $(SAN_DIR)/broken/probe.log)"
+	@$(call san_copy,$(SAN_DIR)/tree,)
+	cd $(SAN_DIR)/tree && $(SAN_RUN) $(SAN_PY) -m pytest $(SAN_TESTS) -q -p no:cacheprovider \
+	    -p tests.unit.format._sanitizer_run --capture=sys
+
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every suite but the benchmarks (the command CI runs)
+test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 	$(MAKE) --no-print-directory test-pure
 

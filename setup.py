@@ -11,16 +11,25 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-# Every ``slatelib/_<name>.c`` is one optional extension module ``slatelib._<name>``; the
-# headers under ``slatelib/csrc/`` (included by them) rebuild every extension when changed.
+# Each extension lists its sources: its own ``slatelib/_<name>.c`` plus the shared units under
+# ``slatelib/csrc/`` (common.c: loads, the growth buffer, CRC-32; fbbuild.c: the FlatBuffers
+# builder; pipe.c: the native pipeline). Any header under csrc/ rebuilds every extension.
+# Warnings are errors; -fvisibility=hidden keeps the shared helpers out of each .so's exports.
+# `make test-sanitize` rebuilds the same sources with ASan/UBSan flags into build/sanitize.
 _ROOT = Path(__file__).parent
-_SOURCES = sorted(_ROOT.joinpath("slatelib").glob("_*.c"))
 _HEADERS = sorted(str(h.relative_to(_ROOT)) for h in _ROOT.joinpath("slatelib", "csrc").glob("*.h"))
+_COMMON = ["slatelib/csrc/common.c"]
+_SOURCES = {
+    "slatelib._speedups": ["slatelib/_speedups.c", "slatelib/csrc/pipe.c", *_COMMON],
+    "slatelib._manifest": ["slatelib/_manifest.c", "slatelib/csrc/fbbuild.c", *_COMMON],
+    "slatelib._sstwrite": ["slatelib/_sstwrite.c", "slatelib/csrc/fbbuild.c", *_COMMON],
+}
+_CFLAGS = ["-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"]
 
 setup(
     ext_modules=[
-        Extension(f"slatelib.{src.stem}", sources=[f"slatelib/{src.name}"], depends=_HEADERS,
+        Extension(name, sources=sources, depends=_HEADERS, extra_compile_args=_CFLAGS,
                   optional=True)
-        for src in _SOURCES
+        for name, sources in _SOURCES.items()
     ],
 )

@@ -6,10 +6,10 @@
  * sst_info,shared_tables,flatbuf}.py is the reference. This module:
  *
  *   - encode_v2(manifest, view_problem) -> bytes: the whole version-2 manifest file, byte for
- *     byte what manifest_codec.encode_manifest writes. It reimplements the part of the
- *     `flatbuffers` Python Builder the codec uses (back-to-front writing, Prep alignment,
- *     vtable deduplication keyed by vtable content, Finish with minalign), and the codec's
- *     canonical creation order.
+ *     byte what manifest_codec.encode_manifest writes. It builds with csrc/fbbuild.h (the
+ *     port of the `flatbuffers` Python Builder the codec uses: back-to-front writing, Prep
+ *     alignment, vtable deduplication keyed by vtable content, Finish with minalign; shared
+ *     with _sstwrite.c) in the codec's canonical creation order.
  *   - read_handles / read_views / read_runs / read_ulids: the big vectors of a manifest
  *     (ssts, l0, compacted, and the sst_ids of an external database), decoded into the core dataclasses with the bounds checks of
  *     slatelib.format.flatbuf (every check that makes the reference reject a buffer makes
@@ -27,6 +27,10 @@
  * that each field is a plain object slot), so a field is set as CPython's own member
  * descriptor would set it.
  *
+ * Tests: tests/unit/format/test_manifest_native.py and test_compactions_codec_native.py
+ * (differential, on generated, official and mangled manifests). Loads and the builder's
+ * growth come from csrc/common.h (docs/rfcs/0020-house-second-step.md).
+ *
  * C99, no third-party libraries. Single-phase init; the configured classes are kept in
  * static variables (set once by configure()).
  */
@@ -36,6 +40,9 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "csrc/common.h"
+#include "csrc/fbbuild.h"
 
 /* ------------------------------------------------------------------ configured types */
 
@@ -89,7 +96,7 @@ static int slot_class(SlotClass *sc, PyObject *cls, const char **names, int n)
     return 0;
 }
 
-static PyObject *configure(PyObject *self, PyObject *args)
+static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *info, *handle, *view, *run, *comp, *sst_type, *ff;
     if (!PyArg_ParseTuple(args, "OOOOO!O!O!:configure", &info, &handle, &view, &run,
@@ -164,23 +171,7 @@ static PyObject *get_field(PyObject *obj, SlotClass *sc, const char **names, int
 
 /* ===================================================================== decoding */
 
-static inline uint64_t ld64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t ld32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
-
-static inline unsigned ld16(const unsigned char *p) { return (unsigned)p[0] | ((unsigned)p[1] << 8); }
+/* loads: csrc/common.h */
 
 typedef struct {
     const unsigned char *d;
@@ -205,11 +196,11 @@ static int table_at(const Buf *b, int64_t pos, Tbl *t)
 {
     if (check(b, pos, 4) < 0)
         return -1;
-    int32_t so = (int32_t)ld32(b->d + pos);
+    int32_t so = (int32_t)load_le32(b->d + pos);
     int64_t vt = pos - (int64_t)so;
     if (check(b, vt, 4) < 0)
         return -1;
-    int64_t vt_len = ld16(b->d + vt), obj_len = ld16(b->d + vt + 2);
+    int64_t vt_len = load_le16(b->d + vt), obj_len = load_le16(b->d + vt + 2);
     if (vt_len < 4 || (vt_len & 1))
         FAIL("bad vtable length");
     if (check(b, vt, vt_len) < 0)
@@ -231,7 +222,7 @@ static inline int64_t field_pos(const Buf *b, const Tbl *t, int slot, int64_t si
     int64_t entry = 4 + 2 * slot;
     if (entry >= t->vt_len)
         return 0;
-    int64_t rel = ld16(b->d + t->vt + entry);
+    int64_t rel = load_le16(b->d + t->vt + entry);
     if (rel == 0)
         return 0;
     if (rel < 4 || rel + size > t->obj_len) {
@@ -246,7 +237,7 @@ static inline int rd_u64(const Buf *b, const Tbl *t, int slot, uint64_t *out)
     int64_t p = field_pos(b, t, slot, 8);
     if (p < 0)
         return -1;
-    *out = p ? ld64(b->d + p) : 0;
+    *out = p ? load_le64(b->d + p) : 0;
     return 0;
 }
 
@@ -265,7 +256,7 @@ static inline int64_t target(const Buf *b, const Tbl *t, int slot)
     int64_t p = field_pos(b, t, slot, 4);
     if (p <= 0)
         return p;
-    int64_t tg = p + (int64_t)ld32(b->d + p);
+    int64_t tg = p + (int64_t)load_le32(b->d + p);
     if (check(b, tg, 4) < 0)
         return -1;
     return tg;
@@ -289,7 +280,7 @@ static inline int vector(const Buf *b, const Tbl *t, int slot, int64_t elem, int
     int64_t tg = target(b, t, slot);
     if (tg <= 0)
         return (int)tg;
-    int64_t cnt = ld32(b->d + tg);
+    int64_t cnt = load_le32(b->d + tg);
     if (check(b, tg + 4, cnt * elem) < 0)
         return -1;
     *start = tg + 4;
@@ -421,7 +412,7 @@ static int parse_buf(PyObject *data, Py_ssize_t start, Py_buffer *view, Buf *b)
 static inline int vec_table(const Buf *b, int64_t start, int64_t i, Tbl *t)
 {
     int64_t at = start + 4 * i;
-    return table_at(b, at + (int64_t)ld32(b->d + at), t);
+    return table_at(b, at + (int64_t)load_le32(b->d + at), t);
 }
 
 /* The fields an SST entry of a manifest (CompactedSsTableV2) and of a compactions file
@@ -451,7 +442,7 @@ static int read_sst_entry(const Buf *b, const Tbl *t, int fv_slot, PyObject **id
         return -1;
     }
     if (fp) {
-        *fv = PyLong_FromUnsignedLong(ld16(b->d + fp));
+        *fv = PyLong_FromUnsignedLong(load_le16(b->d + fp));
         if (*fv == NULL) {
             Py_CLEAR(*info);
             Py_CLEAR(*id);
@@ -465,7 +456,7 @@ static int read_sst_entry(const Buf *b, const Tbl *t, int fv_slot, PyObject **id
 }
 
 /* read_handles(data, start, vec_start, n) -> (tuple[SstHandle], dict[id, SstHandle]) */
-static PyObject *read_handles(PyObject *self, PyObject *args)
+static PyObject *read_handles(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data;
     Py_ssize_t start, vstart, n;
@@ -617,7 +608,7 @@ fail:
 }
 
 /* read_views(data, start, vec_start, n, known, view_cb) -> tuple[SstView] */
-static PyObject *read_views(PyObject *self, PyObject *args)
+static PyObject *read_views(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data, *known, *cb;
     Py_ssize_t start, vstart, n;
@@ -636,7 +627,7 @@ static PyObject *read_views(PyObject *self, PyObject *args)
 }
 
 /* read_runs(data, start, vec_start, n, known, view_cb) -> tuple[SortedRun] */
-static PyObject *read_runs(PyObject *self, PyObject *args)
+static PyObject *read_runs(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data, *known, *cb;
     Py_ssize_t start, vstart, n;
@@ -680,7 +671,7 @@ static PyObject *read_runs(PyObject *self, PyObject *args)
         }
         PyTuple_SET_ITEM(out, i, run);
         set_slot(run, &RUN, R_VIEWS, views);
-        PyObject *id = PyLong_FromUnsignedLong(p ? ld32(b.d + p) : 0);
+        PyObject *id = PyLong_FromUnsignedLong(p ? load_le32(b.d + p) : 0);
         if (id == NULL)
             goto fail;
         set_slot(run, &RUN, R_ID, id);
@@ -695,7 +686,7 @@ done:
 
 /* read_ulids(data, start, vec_start, n) -> tuple[int]: a vector of Ulid tables (the
  * sst_ids of an external database, which list every SST a clone inherited). */
-static PyObject *read_ulids(PyObject *self, PyObject *args)
+static PyObject *read_ulids(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data;
     Py_ssize_t start, vstart, n;
@@ -731,300 +722,7 @@ done:
 
 /* ===================================================================== encoding */
 
-/* A port of the flatbuffers Python Builder, as slatelib.format.flatbuf drives it. */
-typedef struct {
-    unsigned char *buf;
-    int64_t cap, head;
-    int minalign;
-    int64_t object_end;
-    int nfields;
-    int64_t vt[32];
-    /* vtable dedup: open addressing over the offsets of written vtables */
-    int64_t *vts;
-    int64_t vts_cap, vts_n;
-} Builder;
-
-#define OFFSET(bd) ((bd)->cap - (bd)->head)
-
-static int bd_init(Builder *bd, int64_t cap)
-{
-    memset(bd, 0, sizeof(*bd));
-    bd->buf = PyMem_Malloc((size_t)cap);
-    bd->vts_cap = 256;
-    bd->vts = PyMem_Calloc((size_t)bd->vts_cap, sizeof(int64_t));
-    if (bd->buf == NULL || bd->vts == NULL) {
-        PyMem_Free(bd->buf);
-        PyMem_Free(bd->vts);
-        PyErr_NoMemory();
-        return -1;
-    }
-    bd->cap = cap;
-    bd->head = cap;
-    bd->minalign = 1;
-    return 0;
-}
-
-static void bd_free(Builder *bd)
-{
-    PyMem_Free(bd->buf);
-    PyMem_Free(bd->vts);
-}
-
-static int bd_grow(Builder *bd, int64_t needed)
-{
-    int64_t cap = bd->cap, used = OFFSET(bd);
-    while (cap - used < needed + 0 || cap < 1) {
-        if (cap >= ((int64_t)1 << 31)) {
-            PyErr_SetString(PyExc_ValueError, "flatbuffers: cannot grow buffer beyond 2 gigabytes");
-            return -1;
-        }
-        cap *= 2;
-    }
-    unsigned char *nb = PyMem_Malloc((size_t)cap);
-    if (nb == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(nb + cap - used, bd->buf + bd->head, (size_t)used);
-    PyMem_Free(bd->buf);
-    bd->buf = nb;
-    bd->head = cap - used;
-    bd->cap = cap;
-    return 0;
-}
-
-/* Builder.Prep */
-static inline int bd_prep(Builder *bd, int size, int64_t additional)
-{
-    if (size > bd->minalign)
-        bd->minalign = size;
-    int64_t align = (-(OFFSET(bd) + additional)) & (size - 1);
-    int64_t needed = align + size + additional;
-    if (bd->head < needed && bd_grow(bd, needed) < 0)
-        return -1;
-    if (align > 0) {
-        bd->head -= align;
-        memset(bd->buf + bd->head, 0, (size_t)align);
-    }
-    return 0;
-}
-
-static inline void place(Builder *bd, uint64_t v, int width)
-{
-    bd->head -= width;
-    for (int i = 0; i < width; i++)
-        bd->buf[bd->head + i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline int prepend(Builder *bd, uint64_t v, int width)
-{
-    if (bd_prep(bd, width, 0) < 0)
-        return -1;
-    place(bd, v, width);
-    return 0;
-}
-
-/* Builder.PrependUOffsetTRelative */
-static inline int prepend_uoffset(Builder *bd, int64_t off)
-{
-    if (bd_prep(bd, 4, 0) < 0)
-        return -1;
-    if (off > OFFSET(bd)) {
-        PyErr_SetString(PyExc_ValueError, "flatbuffers: Offset arithmetic error.");
-        return -1;
-    }
-    place(bd, (uint64_t)(OFFSET(bd) - off + 4), 4);
-    return 0;
-}
-
-static inline void start_object(Builder *bd, int n)
-{
-    bd->nfields = n;
-    memset(bd->vt, 0, sizeof(bd->vt[0]) * (size_t)n);
-    bd->object_end = OFFSET(bd);
-}
-
-static inline void slot(Builder *bd, int i) { bd->vt[i] = OFFSET(bd); }
-
-/* Prepend<Scalar>Slot with a default (has_default=0: default None, always written). */
-static inline int scalar_slot(Builder *bd, int s, uint64_t v, int width, int has_default,
-                              uint64_t dflt)
-{
-    if (has_default && v == dflt)
-        return 0;
-    if (prepend(bd, v, width) < 0)
-        return -1;
-    slot(bd, s);
-    return 0;
-}
-
-static inline int offset_slot(Builder *bd, int s, int64_t off)
-{
-    if (off == 0)
-        return 0;
-    if (prepend_uoffset(bd, off) < 0)
-        return -1;
-    slot(bd, s);
-    return 0;
-}
-
-static uint64_t vt_hash(const unsigned char *p, int64_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (int64_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-static int vts_insert(Builder *bd, int64_t off, uint64_t h);
-
-static int vts_rehash(Builder *bd)
-{
-    int64_t old_cap = bd->vts_cap, *old = bd->vts;
-    bd->vts_cap = old_cap * 2;
-    bd->vts = PyMem_Calloc((size_t)bd->vts_cap, sizeof(int64_t));
-    if (bd->vts == NULL) {
-        bd->vts = old;
-        bd->vts_cap = old_cap;
-        PyErr_NoMemory();
-        return -1;
-    }
-    bd->vts_n = 0;
-    for (int64_t i = 0; i < old_cap; i++) {
-        if (old[i]) {
-            const unsigned char *p = bd->buf + bd->cap - old[i];
-            vts_insert(bd, old[i], vt_hash(p, ld16(p)));
-        }
-    }
-    PyMem_Free(old);
-    return 0;
-}
-
-static int vts_insert(Builder *bd, int64_t off, uint64_t h)
-{
-    int64_t mask = bd->vts_cap - 1, i = (int64_t)(h & (uint64_t)mask);
-    while (bd->vts[i])
-        i = (i + 1) & mask;
-    bd->vts[i] = off;
-    bd->vts_n++;
-    if (bd->vts_n * 2 > bd->vts_cap)
-        return vts_rehash(bd);
-    return 0;
-}
-
-/* Builder.EndObject / WriteVtable: returns the object's offset, or -1. */
-static int64_t end_object(Builder *bd)
-{
-    if (bd_prep(bd, 4, 0) < 0)
-        return -1;
-    place(bd, 4, 4); /* PrependSOffsetTRelative(0): overwritten below */
-    int64_t obj = OFFSET(bd);
-    int k = bd->nfields;
-    while (k > 0 && bd->vt[k - 1] == 0)
-        k--;
-    unsigned char key[2 * 34];
-    int64_t vbytes = 2 * ((int64_t)k + 2);
-    int64_t size = obj - bd->object_end;
-    key[0] = (unsigned char)(vbytes & 0xFF);
-    key[1] = (unsigned char)(vbytes >> 8);
-    key[2] = (unsigned char)(size & 0xFF);
-    key[3] = (unsigned char)(size >> 8);
-    for (int i = 0; i < k; i++) {
-        int64_t e = bd->vt[i] ? obj - bd->vt[i] : 0;
-        key[4 + 2 * i] = (unsigned char)(e & 0xFF);
-        key[5 + 2 * i] = (unsigned char)(e >> 8);
-    }
-    uint64_t h = vt_hash(key, vbytes);
-    int64_t mask = bd->vts_cap - 1, i = (int64_t)(h & (uint64_t)mask);
-    while (bd->vts[i]) {
-        const unsigned char *p = bd->buf + bd->cap - bd->vts[i];
-        if (p[0] == key[0] && p[1] == key[1] && memcmp(p, key, (size_t)vbytes) == 0) {
-            int32_t rel = (int32_t)(bd->vts[i] - obj);
-            unsigned char *q = bd->buf + bd->cap - obj;
-            for (int j = 0; j < 4; j++)
-                q[j] = (unsigned char)((uint32_t)rel >> (8 * j));
-            return obj;
-        }
-        i = (i + 1) & mask;
-    }
-    for (int j = k - 1; j >= 0; j--) {
-        uint64_t e = bd->vt[j] ? (uint64_t)(obj - bd->vt[j]) : 0;
-        if (prepend(bd, e, 2) < 0)
-            return -1;
-    }
-    if (prepend(bd, (uint64_t)size, 2) < 0 || prepend(bd, (uint64_t)vbytes, 2) < 0)
-        return -1;
-    int32_t rel = (int32_t)(OFFSET(bd) - obj);
-    unsigned char *q = bd->buf + bd->cap - obj;
-    for (int j = 0; j < 4; j++)
-        q[j] = (unsigned char)((uint32_t)rel >> (8 * j));
-    if (vts_insert(bd, OFFSET(bd), h) < 0)
-        return -1;
-    return obj;
-}
-
-/* StartVector(elem, n, align) */
-static inline int start_vector(Builder *bd, int elem, int64_t n, int align)
-{
-    if (bd_prep(bd, 4, elem * n) < 0 || bd_prep(bd, align, elem * n) < 0)
-        return -1;
-    return 0;
-}
-
-static inline int64_t end_vector(Builder *bd, int64_t n)
-{
-    place(bd, (uint64_t)n, 4);
-    return OFFSET(bd);
-}
-
-static int64_t create_bytes(Builder *bd, const char *p, int64_t n, int nul)
-{
-    if (bd_prep(bd, 4, n + nul) < 0)
-        return -1;
-    if (nul)
-        place(bd, 0, 1);
-    bd->head -= n;
-    memcpy(bd->buf + bd->head, p, (size_t)n);
-    return end_vector(bd, n);
-}
-
-/* add_bytes(b, value): bytes(value) of a bytes-like object. */
-static int64_t add_bytes_obj(Builder *bd, PyObject *v)
-{
-    if (PyBytes_Check(v))
-        return create_bytes(bd, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), 0);
-    Py_buffer view;
-    if (PyObject_GetBuffer(v, &view, PyBUF_SIMPLE) < 0)
-        return -1;
-    int64_t r = create_bytes(bd, view.buf, view.len, 0);
-    PyBuffer_Release(&view);
-    return r;
-}
-
-static int64_t add_string_obj(Builder *bd, PyObject *v)
-{
-    if (!PyUnicode_Check(v)) {
-        PyErr_SetString(PyExc_TypeError, "expected str");
-        return -1;
-    }
-    Py_ssize_t n;
-    const char *s = PyUnicode_AsUTF8AndSize(v, &n);
-    if (s == NULL)
-        return -1;
-    return create_bytes(bd, s, n, 1);
-}
-
-static int64_t add_offset_vector(Builder *bd, const int64_t *offs, int64_t n)
-{
-    if (start_vector(bd, 4, n, 4) < 0)
-        return -1;
-    for (int64_t i = n - 1; i >= 0; i--)
-        if (prepend_uoffset(bd, offs[i]) < 0)
-            return -1;
-    return end_vector(bd, n);
-}
+/* The builder: csrc/fbbuild.h, shared with _sstwrite.c. */
 
 /* ---- Python values -> C, with the reference's range checks (failure -> fallback) */
 
@@ -1061,8 +759,8 @@ static int as_u128(PyObject *v, uint64_t *high, uint64_t *low)
     unsigned char le[16];
     if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
         return -1;
-    *low = ld64(le);
-    *high = ld64(le + 8);
+    *low = load_le64(le);
+    *high = load_le64(le + 8);
     return 0;
 }
 
@@ -1224,7 +922,7 @@ done:
     return r;
 }
 
-static int64_t add_handle_cb(Builder *bd, PyObject *h, void *ctx) { return add_handle(bd, h); }
+static int64_t add_handle_cb(Builder *bd, PyObject *h, void *Py_UNUSED(ctx)) { return add_handle(bd, h); }
 
 /* shared_tables.add_bound */
 static int64_t add_bound(Builder *bd, PyObject *bound)
@@ -1407,7 +1105,7 @@ done:
 }
 
 /* manifest_parts.add_checkpoint */
-static int64_t add_checkpoint(Builder *bd, PyObject *c, void *ctx)
+static int64_t add_checkpoint(Builder *bd, PyObject *c, void *Py_UNUSED(ctx))
 {
     int64_t r = -1, cid, name = 0, meta = 0;
     uint64_t expire = 0, create, mid, we = 0;
@@ -1453,10 +1151,10 @@ done:
     return r;
 }
 
-static int64_t add_ulid_cb(Builder *bd, PyObject *v, void *ctx) { return add_ulid_obj(bd, v); }
+static int64_t add_ulid_cb(Builder *bd, PyObject *v, void *Py_UNUSED(ctx)) { return add_ulid_obj(bd, v); }
 
 /* manifest_parts.add_external_dbs (one entry) */
-static int64_t add_external(Builder *bd, PyObject *db, void *ctx)
+static int64_t add_external(Builder *bd, PyObject *db, void *Py_UNUSED(ctx))
 {
     int64_t r = -1, path, src, fin = 0, ids;
     PyObject *p = PyObject_GetAttrString(db, "path");
@@ -1680,7 +1378,7 @@ static int snap_restore(Builder *bd, PyObject *ssts, PyObject *l0, PyObject *las
 /* reuse_tree(data, ssts_pos, l0_pos, runs_pos, last_pos) -> (ssts, l0, compacted, last,
  * known) or None: the snapshot's objects when ``data`` ends with its bytes and the root
  * points at them (positions are absolute in ``data``; last_pos 0 when absent). */
-static PyObject *reuse_tree(PyObject *self, PyObject *args)
+static PyObject *reuse_tree(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data;
     Py_ssize_t pos[3], last_pos;
@@ -1708,7 +1406,7 @@ static PyObject *reuse_tree(PyObject *self, PyObject *args)
     return PyTuple_Pack(5, SNAP.ssts, SNAP.l0, SNAP.runs, SNAP.last, SNAP.known);
 }
 
-static PyObject *forget_tree(PyObject *self, PyObject *unused)
+static PyObject *forget_tree(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(unused))
 {
     Snap old = SNAP;
     memset(&SNAP, 0, sizeof(SNAP));
@@ -1759,7 +1457,7 @@ static int untrack_visit(PyObject *o, void *arg)
     return 0;
 }
 
-static PyObject *untrack_frozen(PyObject *self, PyObject *args)
+static PyObject *untrack_frozen(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *objects, *types;
     if (!PyArg_ParseTuple(args, "O!O!:untrack_frozen", &PyList_Type, &objects,
@@ -1799,7 +1497,7 @@ static unsigned ulid_digit(uint64_t hi, uint64_t lo, int pos)
     return (unsigned)(v & 31);
 }
 
-static PyObject *ulid_names(PyObject *self, PyObject *args)
+static PyObject *ulid_names(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *head, *tail, *ids;
     if (!PyArg_ParseTuple(args, "UUO!:ulid_names", &head, &tail, &PyList_Type, &ids))
@@ -1873,7 +1571,7 @@ static const char *TV_NAMES[] = {"view", "handle", "path"};
 static const char *RANGE_NAMES[] = {"start", "end"};
 static const char *BOUND_NAMES[] = {"kind", "key"};
 
-static PyObject *configure_planning(PyObject *self, PyObject *args)
+static PyObject *configure_planning(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *iv, *tv, *rng, *bound, *included, *unbounded;
     if (!PyArg_ParseTuple(args, "OOOOOO:configure_planning", &iv, &tv, &rng, &bound,
@@ -1985,7 +1683,7 @@ done:
     return iv;
 }
 
-static PyObject *identity_input_views(PyObject *self, PyObject *args)
+static PyObject *identity_input_views(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *views, *paths, *sst_map, *l0_ids;
     if (!PyArg_ParseTuple(args, "O!O!O!O!:identity_input_views", &PyList_Type, &views,
@@ -2018,7 +1716,7 @@ static PyObject *identity_input_views(PyObject *self, PyObject *args)
 }
 
 /* encode_v2(manifest, view_problem, size_hint) -> bytes (version prefix included) */
-static PyObject *encode_v2(PyObject *self, PyObject *args)
+static PyObject *encode_v2(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *m, *problem_cb;
     Py_ssize_t hint;
@@ -2123,17 +1821,8 @@ static PyObject *encode_v2(PyObject *self, PyObject *args)
     int64_t root = end_object(&bd);
     if (root < 0)
         goto done;
-    /* Finish */
-    if (bd_prep(&bd, bd.minalign, 4) < 0 || prepend_uoffset(&bd, root) < 0)
-        goto done;
-    int64_t used = OFFSET(&bd);
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 2));
-    if (result == NULL)
-        goto done;
-    char *out = PyBytes_AS_STRING(result);
-    out[0] = 0;
-    out[1] = 2; /* MANIFEST_FORMAT_VERSION, big-endian u16 */
-    memcpy(out + 2, bd.buf + bd.head, (size_t)used);
+    static const unsigned char prefix[2] = {0, 2}; /* MANIFEST_FORMAT_VERSION, big-endian u16 */
+    result = bd_finish(&bd, root, prefix, 2);
 done:
     if (have_bd)
         bd_free(&bd);
@@ -2167,7 +1856,7 @@ static SlotClass CSST;
 static PyObject *SPEC_TIERED_CLS = NULL, *SPEC_DRAIN_CLS = NULL, *STATUSES = NULL;
 static int compactions_configured = 0;
 
-static PyObject *configure_compactions(PyObject *self, PyObject *args)
+static PyObject *configure_compactions(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *csst, *tiered, *drain, *statuses;
     if (!PyArg_ParseTuple(args, "OO!O!O!:configure_compactions", &csst, &PyType_Type, &tiered,
@@ -2199,7 +1888,7 @@ static int check_compactions_configured(void)
 
 /* read_compacted(data, start, vec_start, n, range_cb) -> tuple[CompactedSsTable]:
  * compactions_codec._read_outputs (manifest_parts.read_compacted for each entry). */
-static PyObject *read_compacted(PyObject *self, PyObject *args)
+static PyObject *read_compacted(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *data, *range_cb;
     Py_ssize_t start, vstart, n;
@@ -2308,7 +1997,7 @@ static int64_t add_checked_range(Builder *bd, PyObject *rng)
 }
 
 /* manifest_parts.add_compacted(b, s.id, s.info, s.visible_range, s.format_version) */
-static int64_t add_compacted(Builder *bd, PyObject *s, void *unused)
+static int64_t add_compacted(Builder *bd, PyObject *s, void *Py_UNUSED(unused))
 {
     PyObject *f[4] = {NULL, NULL, NULL, NULL};
     int64_t r = -1, sid, inf, rng = 0;
@@ -2459,7 +2148,7 @@ static int64_t add_outputs(Builder *bd, PyObject *ssts)
 }
 
 /* compactions_codec._add_ctx: one Subcompaction */
-static int64_t add_subcompaction(Builder *bd, PyObject *s, void *unused)
+static int64_t add_subcompaction(Builder *bd, PyObject *s, void *Py_UNUSED(unused))
 {
     PyObject *rng_o = NULL, *outs_o = NULL;
     int64_t r = -1, rng, outs = 0;
@@ -2567,7 +2256,7 @@ done:
 }
 
 /* encode_compactions(compactions, size_hint) -> bytes (version prefix included) */
-static PyObject *encode_compactions(PyObject *self, PyObject *args)
+static PyObject *encode_compactions(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *c, *items = NULL, *result = NULL;
     Py_ssize_t hint;
@@ -2597,17 +2286,8 @@ static PyObject *encode_compactions(PyObject *self, PyObject *args)
     start_object(&bd, 2);
     if (scalar_slot(&bd, 0, epoch, 8, 1, 0) < 0 || offset_slot(&bd, 1, vec) < 0)
         goto done;
-    int64_t root = end_object(&bd);
-    /* Finish */
-    if (root < 0 || bd_prep(&bd, bd.minalign, 4) < 0 || prepend_uoffset(&bd, root) < 0)
-        goto done;
-    int64_t used = OFFSET(&bd);
-    if ((result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 2))) == NULL)
-        goto done;
-    char *out = PyBytes_AS_STRING(result);
-    out[0] = 0;
-    out[1] = (char)version; /* big-endian u16 */
-    memcpy(out + 2, bd.buf + bd.head, (size_t)used);
+    unsigned char prefix[2] = {0, (unsigned char)version}; /* big-endian u16 */
+    result = bd_finish(&bd, end_object(&bd), prefix, 2);
 done:
     bd_free(&bd);
     Py_DECREF(items);
@@ -2654,8 +2334,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "slatelib._manifest",
-    "Native manifest codec (see slatelib/format/manifest_native.py).", -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "slatelib._manifest",
+    .m_doc = "Native manifest codec (see slatelib/format/manifest_native.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__manifest(void) { return PyModule_Create(&moduledef); }

@@ -13,14 +13,14 @@
  * raises ValueError; the Python wrappers turn it into CorruptObjectError or
  * InvalidArgumentError. TypeError is raised for arguments of the wrong type.
  *
- * The native decode -> merge -> sink pipeline (check_blocks, Pipe) lives in
- * csrc/pipe.h, included below the block writer, whose bw_add_raw it feeds. Block entries
- * are parsed and validated in one place, block_iter_next, for decode_block and check_blocks
- * alike.
+ * The native decode -> merge -> sink pipeline (check_blocks, Pipe) is its own translation
+ * unit, csrc/pipe.c (declared in csrc/pipe.h); it feeds this file's block writer through
+ * csrc/speedups.h. Block entries are parsed and validated in one place, csrc/block.h's
+ * block_iter_next, for decode_block and check_blocks alike. Loads, growth buffers and the
+ * CRC-32 are csrc/common.h's (design: docs/rfcs/0020-house-second-step.md).
  *
  * C99, no third-party libraries. Single-phase module init (no module state: the mutable
- * globals are zlib_crc32_fn, cached on first use, and csrc/pipe.h's CRC table and error
- * class, set once at init).
+ * globals are csrc/common.c's CRC table and csrc/pipe.c's error classes, set once at init).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,104 +30,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "csrc/block.h"
+#include "csrc/common.h"
+#include "csrc/pipe.h"
+#include "csrc/speedups.h"
+
 #define RESTART_INTERVAL 16
-#define FLAG_TOMBSTONE 0x01u
-#define FLAG_HAS_EXPIRE_TS 0x02u
-#define FLAG_HAS_CREATE_TS 0x04u
-#define FLAG_MERGE_OPERAND 0x08u
-#define KNOWN_FLAGS 0x0Fu
-#define KIND_VALUE 0
-#define KIND_TOMBSTONE 1
-#define KIND_MERGE 2
 #define U16_MAX 0xFFFFu
 
-/* ------------------------------------------------------------------ byte helpers */
 
-static inline uint64_t load_le64(const unsigned char *p)
-{
-    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
-           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
-           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
-}
 
-static inline uint64_t load_be64(const unsigned char *p)
-{
-    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
-           ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
-           ((uint64_t)p[6] << 8) | (uint64_t)p[7];
-}
-
-static inline uint32_t load_be32(const unsigned char *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
-           (uint32_t)p[3];
-}
-
-static inline unsigned load_be16(const unsigned char *p)
-{
-    return ((unsigned)p[0] << 8) | (unsigned)p[1];
-}
-
-static inline void store_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (unsigned char)(v & 0xFF);
-        v >>= 8;
-    }
-}
-
-static inline void store_be16(unsigned char *p, unsigned v)
-{
-    p[0] = (unsigned char)((v >> 8) & 0xFF);
-    p[1] = (unsigned char)(v & 0xFF);
-}
-
-/* i64 as stored: two's complement, big-endian. */
-static inline int64_t u64_to_i64(uint64_t u)
-{
-    if (u <= (uint64_t)INT64_MAX) {
-        return (int64_t)u;
-    }
-    return -(int64_t)(~u) - 1;
-}
-
-/* Borrow the bytes of a buffer-protocol object; exact bytes avoid the buffer machinery. */
-typedef struct {
-    const unsigned char *ptr;
-    Py_ssize_t len;
-    Py_buffer view;
-    int has_view;
-} ByteSpan;
-
-static int span_get(PyObject *obj, ByteSpan *span, const char *what)
-{
-    span->has_view = 0;
-    if (PyBytes_Check(obj)) {
-        span->ptr = (const unsigned char *)PyBytes_AS_STRING(obj);
-        span->len = PyBytes_GET_SIZE(obj);
-        return 0;
-    }
-    if (!PyObject_CheckBuffer(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a bytes-like object, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    if (PyObject_GetBuffer(obj, &span->view, PyBUF_SIMPLE) < 0) {
-        return -1;
-    }
-    span->has_view = 1;
-    span->ptr = (const unsigned char *)span->view.buf;
-    span->len = span->view.len;
-    return 0;
-}
-
-static void span_release(ByteSpan *span)
-{
-    if (span->has_view) {
-        PyBuffer_Release(&span->view);
-        span->has_view = 0;
-    }
-}
 
 /* ------------------------------------------------------------------ SipHash-1-3 */
 
@@ -385,17 +297,10 @@ static void b2_final16(Blake2b *s, uint64_t *lo, uint64_t *hi)
     *hi = s->h[1];
 }
 
-/* Add one row to the sums: keys, key + value bytes and the digest mod 2^128 (lo, hi). */
-typedef struct {
-    uint64_t keys;
-    uint64_t nbytes;
-    uint64_t lo;
-    uint64_t hi;
-} RangeAcc;
 
 /* The GIL-free core: one row of raw bytes (klen < 2^32, checked by callers). */
-static void acc_raw(RangeAcc *acc, const unsigned char *k, size_t klen, const unsigned char *v,
-                    size_t vlen)
+void acc_raw(RangeAcc *acc, const unsigned char *k, size_t klen, const unsigned char *v,
+             size_t vlen)
 {
     unsigned char len4[4] = {(unsigned char)(klen & 0xFF), (unsigned char)((klen >> 8) & 0xFF),
                              (unsigned char)((klen >> 16) & 0xFF),
@@ -458,7 +363,6 @@ static int acc_item(RangeAcc *acc, PyObject *item)
     return rc;
 }
 
-static PyObject *acc_result(const RangeAcc *a);
 
 PyDoc_STRVAR(range_stats_doc,
 "range_stats(rows, /) -> (keys, nbytes, digest)\n\n"
@@ -492,7 +396,7 @@ static PyObject *py_range_stats(PyObject *self, PyObject *arg)
 }
 
 /* (keys, nbytes, digest) of an accumulator, as range_stats returns it. */
-static PyObject *acc_result(const RangeAcc *a)
+PyObject *acc_result(const RangeAcc *a)
 {
     RangeAcc acc = *a;
     PyObject *hi = PyLong_FromUnsignedLongLong(acc.hi);
@@ -688,25 +592,6 @@ static PyObject *corrupt(const char *msg)
     return NULL;
 }
 
-/* A varint of at most 6 bytes (the Python decoder's limit), read inside [pos, end). */
-static inline int read_varint(const unsigned char *p, size_t end, size_t *pos, uint64_t *out)
-{
-    size_t i = *pos;
-    uint64_t result = 0;
-    for (int shift = 0; shift <= 35; shift += 7) {
-        if (i >= end) {
-            return -1;
-        }
-        unsigned b = p[i++];
-        result |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
-            *pos = i;
-            *out = result;
-            return 0;
-        }
-    }
-    return -2; /* varint too long */
-}
 
 /* Reuses the int object of the previous row when a field repeats (seq of a batch, ts). */
 typedef struct {
@@ -754,17 +639,6 @@ static PyObject *opt_ts(IntCache *c, int present, uint64_t raw)
     return cached_i64(c, raw);
 }
 
-/* Kind of a row from its flags, or -1 for flags 0.17 rejects (format §7.6). */
-static inline int kind_of_flags(unsigned flags)
-{
-    if (flags & ~KNOWN_FLAGS) {
-        return -1;
-    }
-    if (flags & FLAG_TOMBSTONE) {
-        return (flags & FLAG_MERGE_OPERAND) ? -1 : KIND_TOMBSTONE;
-    }
-    return (flags & FLAG_MERGE_OPERAND) ? KIND_MERGE : KIND_VALUE;
-}
 
 /* key = prev[:shared] + suffix, reusing prev when the key repeats. */
 static PyObject *join_key(PyObject *prev, size_t shared, const unsigned char *suffix,
@@ -841,188 +715,6 @@ fail:
     return -1;
 }
 
-/* ------------------------------------------------------------------ the block entry parser */
-
-/*
- * The one parser of v1 / v2 block entries (format §7.5-7.6): decode_block (Python rows) and
- * csrc/pipe.h's check_blocks (entries recorded without Python objects, GIL released) both
- * walk a block with it, so what is rejected, and with which message, exists once. Pure C:
- * no Python calls, safe without the GIL. Every read is bounds-checked against `end` (where
- * the v2 restart array / the v1 offset array begins).
- *
- * An entry's key is base[0:shared] + p[kstart:kstart + unshared], where `base` is the key
- * of the previous entry (v2) or of the block's first entry (v1): the caller holds the key
- * bytes and replaces its base with the entry's key when `sets_base` is set.
- */
-typedef struct {
-    size_t shared, kstart, unshared; /* the key, as above */
-    size_t vstart, vlen;             /* the value p[vstart:vstart + vlen]; vlen 0: tombstone */
-    uint64_t seq, exp, cre;          /* exp / cre: raw big-endian u64 (see u64_to_i64) */
-    int kind, has_exp, has_cre;      /* v1: a tombstone's expire_ts is dropped (format §7.5) */
-    int sets_base;                   /* this entry's key is the base of the next entries */
-} BlockEntry;
-
-typedef struct {
-    const unsigned char *p;
-    size_t end;      /* entries lie in p[0:end] */
-    size_t pos;      /* v2: offset of the next entry */
-    size_t i, count; /* v1: index of the next entry, number of entries */
-    size_t base_len; /* length of the current base key */
-    int version;
-    const char *err; /* why the block is malformed (after a -1) */
-} BlockIter;
-
-/* Start on the block payload p[0:n] of format `version` (1 or 2). 0, or -1 (it->err). */
-static int block_iter_init(BlockIter *it, int version, const unsigned char *p, size_t n)
-{
-    const char *bad = version == 2 ? "bad restart trailer" : "bad offset trailer";
-    it->p = p;
-    it->pos = it->i = it->base_len = 0;
-    it->version = version;
-    it->err = NULL;
-    if (n < 2) {
-        it->err = bad;
-        return -1;
-    }
-    size_t k = load_be16(p + n - 2); /* v2: restart points; v1: entries */
-    if (2 + 2 * k > n) {
-        it->err = bad;
-        return -1;
-    }
-    it->end = n - 2 - 2 * k;
-    it->count = k;
-    if (version == 2 && k == 0 && it->end > 0) {
-        it->err = bad;
-        return -1;
-    }
-    return 0;
-}
-
-#define ITER_FAIL(msg) \
-    do {               \
-        it->err = (msg); \
-        return -1;     \
-    } while (0)
-
-/* The next entry into *e. 1: an entry, 0: the block ended, -1: malformed (it->err). */
-static inline int block_iter_next(BlockIter *it, BlockEntry *e)
-{
-    const unsigned char *p = it->p;
-    const size_t end = it->end;
-    const char *past;
-    size_t pos;
-    uint64_t shared, unshared, vlen = 0;
-    if (it->version == 2) {
-        past = "row runs past the end of the block";
-        pos = it->pos;
-        if (pos >= end) {
-            return 0;
-        }
-        int rc = read_varint(p, end, &pos, &shared);
-        if (rc == 0) {
-            rc = read_varint(p, end, &pos, &unshared);
-        }
-        if (rc == 0) {
-            rc = read_varint(p, end, &pos, &vlen);
-        }
-        if (rc != 0) {
-            ITER_FAIL(rc == -2 ? "varint too long" : past);
-        }
-        if (shared > it->base_len) {
-            ITER_FAIL("shared prefix longer than previous key");
-        }
-        if (unshared > end - pos) {
-            ITER_FAIL(past);
-        }
-        e->kstart = pos;
-        pos += (size_t)unshared;
-        if (vlen > end - pos) {
-            ITER_FAIL(past);
-        }
-        e->vstart = pos;
-        pos += (size_t)vlen;
-    } else {
-        past = "row runs past the offset array";
-        if (it->i >= it->count) {
-            return 0;
-        }
-        pos = load_be16(p + end + 2 * it->i);
-        if (pos > end || end - pos < 4) {
-            ITER_FAIL(past);
-        }
-        shared = load_be16(p + pos);
-        unshared = load_be16(p + pos + 2);
-        pos += 4;
-        if (it->i == 0) {
-            shared = 0; /* the reference takes it from an empty first key */
-        } else if (shared > it->base_len) {
-            ITER_FAIL("prefix longer than the block's first key");
-        }
-        if (unshared > end - pos) {
-            ITER_FAIL(past);
-        }
-        e->kstart = pos;
-        pos += (size_t)unshared;
-    }
-    if (end - pos < 9) {
-        ITER_FAIL(past);
-    }
-    e->seq = load_be64(p + pos);
-    unsigned flags = p[pos + 8];
-    pos += 9;
-    e->has_exp = (flags & FLAG_HAS_EXPIRE_TS) != 0;
-    e->has_cre = (flags & FLAG_HAS_CREATE_TS) != 0;
-    e->exp = e->cre = 0;
-    if (e->has_exp) {
-        if (end - pos < 8) {
-            ITER_FAIL(past);
-        }
-        e->exp = load_be64(p + pos);
-        pos += 8;
-    }
-    if (e->has_cre) {
-        if (end - pos < 8) {
-            ITER_FAIL(past);
-        }
-        e->cre = load_be64(p + pos);
-        pos += 8;
-    }
-    int kind = kind_of_flags(flags);
-    if (kind < 0) {
-        ITER_FAIL("invalid row flags");
-    }
-    if (it->version == 2) {
-        it->pos = pos;
-        e->sets_base = 1;
-    } else {
-        e->vstart = 0;
-        if (kind != KIND_TOMBSTONE) {
-            if (end - pos < 4) {
-                ITER_FAIL(past);
-            }
-            vlen = load_be32(p + pos);
-            pos += 4;
-            if (vlen > end - pos) {
-                ITER_FAIL("value runs past the end of the block");
-            }
-            e->vstart = pos;
-        } else {
-            e->has_exp = 0; /* v1 drops a tombstone's expire_ts on read (format §7.5) */
-        }
-        e->sets_base = it->i == 0;
-        it->i++;
-    }
-    e->kind = kind;
-    e->shared = (size_t)shared;
-    e->unshared = (size_t)unshared;
-    e->vlen = kind == KIND_TOMBSTONE ? 0 : (size_t)vlen;
-    if (e->sets_base) {
-        it->base_len = (size_t)(shared + unshared);
-    }
-    return 1;
-}
-
-#undef ITER_FAIL
 
 /* Rows of the block payload p[0:n] of format `version`; ValueError if it is malformed. */
 static PyObject *decode_block(const unsigned char *p, size_t n, int version)
@@ -1037,7 +729,7 @@ static PyObject *decode_block(const unsigned char *p, size_t n, int version)
     }
     RowCaches caches = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
     PyObject *base = NULL; /* borrowed: the base key (BlockEntry), owned by `rows` */
-    BlockEntry e;
+    BlockEntry e = {0};
     int r;
     while ((r = block_iter_next(&it, &e)) > 0) {
         PyObject *key = join_key(base, e.shared, p + e.kstart, e.unshared);
@@ -1102,39 +794,6 @@ static PyObject *py_decode_block_v1(PyObject *self, PyObject *arg)
     return out;
 }
 
-/* zlib.crc32, imported on first use (the module has no other state) */
-static PyObject *zlib_crc32_fn;
-
-static int crc32_of(const unsigned char *p, size_t n, uint32_t *out)
-{
-    if (zlib_crc32_fn == NULL) {
-        PyObject *zlib = PyImport_ImportModule("zlib");
-        if (zlib == NULL) {
-            return -1;
-        }
-        zlib_crc32_fn = PyObject_GetAttrString(zlib, "crc32");
-        Py_DECREF(zlib);
-        if (zlib_crc32_fn == NULL) {
-            return -1;
-        }
-    }
-    PyObject *view = PyMemoryView_FromMemory((char *)p, (Py_ssize_t)n, PyBUF_READ);
-    if (view == NULL) {
-        return -1;
-    }
-    PyObject *r = PyObject_CallOneArg(zlib_crc32_fn, view);
-    Py_DECREF(view);
-    if (r == NULL) {
-        return -1;
-    }
-    unsigned long v = PyLong_AsUnsignedLong(r);
-    Py_DECREF(r);
-    if (v == (unsigned long)-1 && PyErr_Occurred()) {
-        return -1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
 
 PyDoc_STRVAR(decode_blocks_doc,
 "decode_blocks(data, bounds, version, flat=False, /) -> list[list[tuple]] | list[tuple]\n\n"
@@ -1181,11 +840,7 @@ static PyObject *py_decode_blocks(PyObject *self, PyObject *args)
         }
         const unsigned char *p = s.ptr + a;
         size_t n = (size_t)(b - a - 4);
-        uint32_t crc;
-        if (crc32_of(p, n, &crc) < 0) {
-            goto fail;
-        }
-        if (crc != load_be32(p + n)) {
+        if (sl_crc32(p, n) != load_be32(p + n)) {
             PyErr_Format(PyExc_ValueError, "block %zd: checksum mismatch", i);
             goto fail;
         }
@@ -1213,15 +868,6 @@ fail:
     return NULL;
 }
 
-static inline uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline unsigned load_le16(const unsigned char *p)
-{
-    return (unsigned)p[0] | (unsigned)p[1] << 8;
-}
 
 PyDoc_STRVAR(index_metas_doc,
 "index_metas(data, start, n, /) -> (offsets, first_keys) | None\n\n"
@@ -1313,97 +959,11 @@ reject:
  * SST-level bookkeeping of SstWriter (ordering, stats, bloom hashes, index keys).
  * Reference implementation: slatelib.format.block.BlockWriterPy.
  */
-/* A key kept by the writer: a growable C buffer, so adding a row creates no object. */
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-    int set;
-} KeyBuf;
 
-/* Fixed-length prefix extractors ("fixed:N") of the SST's prefix bloom filters (format
- * §7.9): per extractor, the SipHash of each key's first N bytes (keys shorter than N have
- * no prefix), skipping a prefix equal to the one hashed just before. */
-#define MAX_PREFIX_EXTRACTORS 8
-typedef struct {
-    size_t n;          /* prefix length */
-    KeyBuf last;       /* the prefix hashed last (unset before the first) */
-    uint64_t *hashes;
-    size_t num, cap;
-} PrefixHashes;
-
-static int grow(void **buf, size_t *cap, size_t need, size_t elem);
 
 static PyObject *keybuf_bytes(const KeyBuf *b)
 {
     return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)b->len);
-}
-
-typedef struct {
-    PyObject_HEAD
-    Py_ssize_t block_size;
-    int compacted;
-    int want_hashes;
-    int busy; /* guards against re-entrant calls (e.g. from a finalizer run by the GC) */
-    /* the open block */
-    unsigned char *data;
-    size_t data_len, data_cap;
-    uint16_t *restarts;
-    size_t num_restarts, restarts_cap;
-    Py_ssize_t block_rows;
-    uint64_t block_puts, block_deletes, block_merges;
-    KeyBuf block_first_key; /* unset while the block is empty */
-    uint64_t block_first_seq;
-    KeyBuf prev_block_last; /* last key of the previous finished block, or unset */
-    uint64_t closed_bytes;  /* raw bytes of every block closed so far */
-    /* the whole SST */
-    uint64_t rows, puts, deletes, merges, raw_key_size, raw_val_size;
-    PyObject *first_key;    /* NULL before the first row */
-    KeyBuf last_key;        /* unset before the first row */
-    uint64_t first_seq, last_seq;
-    uint64_t *hashes;
-    size_t num_hashes, hashes_cap;
-    PrefixHashes prefixes[MAX_PREFIX_EXTRACTORS];
-    size_t num_prefixes;
-    PyObject *blocks; /* finished (raw, index_key, puts, deletes, merges) tuples */
-} BlockWriterObject;
-
-static PyTypeObject BlockWriterType;
-
-/* Room for `need` elements of `elem` bytes in *buf (capacity *cap, doubled as needed).
- * raw: PyMem_RawRealloc, safe without the GIL, and no exception set (csrc/pipe.h's checked
- * blocks); else PyMem_Realloc and MemoryError. 0, or -1: out of memory (or more than
- * PY_SSIZE_T_MAX bytes). */
-static int grow_buf(void **buf, size_t *cap, size_t need, size_t elem, int raw)
-{
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t new_cap = *cap ? *cap : 64;
-    while (new_cap < need) {
-        if (new_cap > ((size_t)PY_SSIZE_T_MAX / elem) / 2) {
-            new_cap = need;
-            break;
-        }
-        new_cap *= 2;
-    }
-    void *p = NULL;
-    if (new_cap <= (size_t)PY_SSIZE_T_MAX / elem) {
-        p = raw ? PyMem_RawRealloc(*buf, new_cap * elem) : PyMem_Realloc(*buf, new_cap * elem);
-    }
-    if (p == NULL) {
-        if (!raw) {
-            PyErr_NoMemory();
-        }
-        return -1;
-    }
-    *buf = p;
-    *cap = new_cap;
-    return 0;
-}
-
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    return grow_buf(buf, cap, need, elem, 0);
 }
 
 static PyObject *bw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -1575,8 +1135,8 @@ static int bw_close_block(BlockWriterObject *self)
         PyTuple_SET_ITEM(t, 2 + i, c);
     }
     PyObject_GC_UnTrack(t); /* bytes and ints only: never part of a cycle */
-    if (grow((void **)&self->prev_block_last.p, &self->prev_block_last.cap,
-             self->last_key.len ? self->last_key.len : 1, 1) < 0) {
+    if (sl_grow((void **)&self->prev_block_last.p, &self->prev_block_last.cap,
+             self->last_key.len ? self->last_key.len : 1, 1, SL_MEM) < 0) {
         Py_DECREF(t);
         return -1;
     }
@@ -1626,7 +1186,7 @@ static int ts_field(PyObject *obj, const char *name, int *present, int64_t *out)
  * pipeline's sink, csrc/pipe.h). `key_obj`, when not NULL, is an exact bytes object holding
  * k[0:klen] (kept as first_key instead of a copy). Everything that can fail on a bad row is
  * checked before any state changes, so a rejected row leaves the writer as it was. */
-static int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *k,
+int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *k,
                       size_t klen, uint64_t seq, int kind, const unsigned char *v, size_t vlen,
                       int has_exp, int64_t exp, int has_cre, int64_t cre)
 {
@@ -1689,30 +1249,30 @@ static int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned
         PyErr_NoMemory();
         return -1;
     }
-    if (grow((void **)&self->data, &self->data_cap, self->data_len + row_len, 1) < 0) {
+    if (sl_grow((void **)&self->data, &self->data_cap, self->data_len + row_len, 1, SL_MEM) < 0) {
         return -1;
     }
-    if (restart && grow((void **)&self->restarts, &self->restarts_cap,
-                        self->num_restarts + 1, sizeof(uint16_t)) < 0) {
+    if (restart && sl_grow((void **)&self->restarts, &self->restarts_cap,
+                        self->num_restarts + 1, sizeof(uint16_t), SL_MEM) < 0) {
         return -1;
     }
-    if (self->want_hashes && grow((void **)&self->hashes, &self->hashes_cap,
-                                  self->num_hashes + 1, sizeof(uint64_t)) < 0) {
+    if (self->want_hashes && sl_grow((void **)&self->hashes, &self->hashes_cap,
+                                  self->num_hashes + 1, sizeof(uint64_t), SL_MEM) < 0) {
         return -1;
     }
     for (size_t i = 0; i < self->num_prefixes; i++) {
         PrefixHashes *ph = &self->prefixes[i];
         if (klen >= ph->n &&
-            (grow((void **)&ph->hashes, &ph->cap, ph->num + 1, sizeof(uint64_t)) < 0 ||
-             grow((void **)&ph->last.p, &ph->last.cap, ph->n, 1) < 0)) {
+            (sl_grow((void **)&ph->hashes, &ph->cap, ph->num + 1, sizeof(uint64_t), SL_MEM) < 0 ||
+             sl_grow((void **)&ph->last.p, &ph->last.cap, ph->n, 1, SL_MEM) < 0)) {
             return -1;
         }
     }
-    if (grow((void **)&self->last_key.p, &self->last_key.cap, klen, 1) < 0) {
+    if (sl_grow((void **)&self->last_key.p, &self->last_key.cap, klen, 1, SL_MEM) < 0) {
         return -1;
     }
     if (self->block_rows == 0 && self->compacted &&
-        grow((void **)&self->block_first_key.p, &self->block_first_key.cap, klen, 1) < 0) {
+        sl_grow((void **)&self->block_first_key.p, &self->block_first_key.cap, klen, 1, SL_MEM) < 0) {
         return -1;
     }
     PyObject *first = NULL;
@@ -1880,7 +1440,7 @@ done:
 }
 
 /* Rows are tuples; any other sequence (a list) is converted, as the reference unpacks it. */
-static int bw_add_row(BlockWriterObject *self, PyObject *row)
+int bw_add_row(BlockWriterObject *self, PyObject *row)
 {
     if (PyTuple_Check(row)) {
         if (PyTuple_GET_SIZE(row) != 6) {
@@ -1909,7 +1469,7 @@ static int bw_add_row(BlockWriterObject *self, PyObject *row)
     return rc;
 }
 
-static int bw_enter(BlockWriterObject *self)
+int bw_enter(BlockWriterObject *self)
 {
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "BlockWriterV2 is already in use");
@@ -2181,7 +1741,7 @@ PyDoc_STRVAR(bw_doc,
 "SipHash-1-3 of every row's key; per prefix_lens entry N (at most 8), the SipHash-1-3\n"
 "of the first N bytes of keys at least N long (prefix_hashes(i)).");
 
-static PyTypeObject BlockWriterType = {
+PyTypeObject BlockWriterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "slatelib._speedups.BlockWriterV2",
     .tp_basicsize = sizeof(BlockWriterObject),
@@ -2192,10 +1752,6 @@ static PyTypeObject BlockWriterType = {
     .tp_getset = bw_getset,
     .tp_new = bw_new,
 };
-
-/* ------------------------------------------------------------------ the native pipeline */
-
-#include "csrc/pipe.h"
 
 /* ------------------------------------------------------------------ module */
 
@@ -2209,8 +1765,6 @@ static PyMethodDef module_methods[] = {
     {"range_stats", py_range_stats, METH_O, range_stats_doc},
     {"decode_blocks", py_decode_blocks, METH_VARARGS, decode_blocks_doc},
     {"index_metas", py_index_metas, METH_VARARGS, index_metas_doc},
-    {"check_blocks", py_check_blocks, METH_VARARGS, check_blocks_doc},
-    {"pipe_crc32", py_pipe_crc32, METH_VARARGS, pipe_crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2224,6 +1778,7 @@ static struct PyModuleDef speedups_module = {
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
+    sl_crc32_init();
     if (PyType_Ready(&BlockWriterType) < 0) {
         return NULL;
     }

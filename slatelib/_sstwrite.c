@@ -9,12 +9,16 @@
  * block's offset, index key and counts. At the end it encodes the index (format §7.8) and the stats (format §7.10) byte
  * for byte as slatelib.format.sst_index.encode_sst_index and
  * slatelib.format.sst_stats.encode_sst_stats do (the references; both mirror the
- * flatbuffers Builder for 0.17.0's creation order).
+ * flatbuffers Builder for 0.17.0's creation order), with csrc/fbbuild.h's builder (the one
+ * the manifest encoder uses) driven as encode_sst_index_with_builder and
+ * encode_sst_stats_with_builder drive the Python Builder.
  * tests/unit/format/test_sst_native.py diffs whole SSTs, native against pure Python.
+ * Design: docs/rfcs/0001-flatbuffers.md (FlatBuffers written as 0.17.0 writes them) and
+ * docs/rfcs/0020-house-second-step.md (the shared builder, CRC and growth buffer).
  *
- * The CRC is zlib's crc32 (the same function the Python path calls), called once per block.
- * Bad input (a count that does not fit its field) raises ValueError.
- * C99, no third-party libraries.
+ * The CRC is zlib's crc32 (csrc/common.h's sl_crc32, the function the Python path calls),
+ * computed once per block. Bad input (a count that does not fit its field) raises
+ * ValueError. C99, no third-party libraries.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,123 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ reverse builder
- * A flatbuffer is built back to front: each put() prepends a chunk. Chunks are appended
- * byte-reversed to a forward buffer; reversing the whole buffer at the end yields them in
- * prepend order, each in its own byte order. */
-
-typedef struct {
-    unsigned char *buf;
-    size_t len;
-    size_t cap;
-    int failed;
-} Rev;
-
-static void rev_put(Rev *r, const void *data, size_t n)
-{
-    if (r->failed || n == 0) {
-        return;
-    }
-    if (r->len + n > r->cap) {
-        size_t cap = r->cap ? r->cap : 256;
-        while (cap < r->len + n) {
-            cap *= 2;
-        }
-        unsigned char *b = PyMem_Realloc(r->buf, cap);
-        if (b == NULL) {
-            r->failed = 1;
-            return;
-        }
-        r->buf = b;
-        r->cap = cap;
-    }
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        r->buf[r->len + i] = p[n - 1 - i];
-    }
-    r->len += n;
-}
-
-static void rev_zeros(Rev *r, size_t n)
-{
-    static const unsigned char z[8] = {0};
-    rev_put(r, z, n);
-}
-
-static void le16(unsigned char *p, unsigned v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-
-static void le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (unsigned char)(v >> (8 * i));
-    }
-}
-
-static void le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (unsigned char)(v >> (8 * i));
-    }
-}
-
-static void rev_u32(Rev *r, uint32_t v)
-{
-    unsigned char b[4];
-    le32(b, v);
-    rev_put(r, b, 4);
-}
-
-static PyObject *rev_finish(Rev *r)
-{
-    if (r->failed) {
-        PyMem_Free(r->buf);
-        return PyErr_NoMemory();
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)r->len);
-    if (out != NULL) {
-        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        for (size_t i = 0; i < r->len; i++) {
-            o[i] = r->buf[r->len - 1 - i];
-        }
-    }
-    PyMem_Free(r->buf);
-    r->buf = NULL;
-    return out;
-}
-
-/* vtables deduplicated by content, as the Builder does */
-typedef struct {
-    int n;
-    struct {
-        int len;
-        unsigned vals[8];
-        long long pos;
-    } e[24];
-} VtSet;
-
-static long long vt_get(const VtSet *s, const unsigned *vals, int len)
-{
-    for (int i = 0; i < s->n; i++) {
-        if (s->e[i].len == len && memcmp(s->e[i].vals, vals, sizeof(unsigned) * len) == 0) {
-            return s->e[i].pos;
-        }
-    }
-    return 0;
-}
-
-static void vt_set(VtSet *s, const unsigned *vals, int len, long long pos)
-{
-    if (s->n < 24) {
-        s->e[s->n].len = len;
-        memcpy(s->e[s->n].vals, vals, sizeof(unsigned) * len);
-        s->e[s->n].pos = pos;
-        s->n++;
-    }
-}
+#include "csrc/common.h"
+#include "csrc/fbbuild.h"
 
 /* ------------------------------------------------------------------ SstBlocks */
 
@@ -148,15 +37,15 @@ typedef struct {
     PyObject *keys;  /* list of index keys */
     uint16_t *counts; /* puts, deletes, merges per block */
     Py_ssize_t n;
-    Py_ssize_t cap;
+    size_t ocap, ccap; /* capacities of offsets and counts, in elements */
     uint64_t offset; /* bytes framed so far */
-    PyObject *crc32; /* zlib.crc32 */
     PyObject *data;  /* framed bytes not taken yet: a bytes object grown in place */
     Py_ssize_t dlen;
     Py_ssize_t dcap;
 } SstBlocksObject;
 
-/* Room for `need` more bytes in s->data (realloc: large buffers grow without a copy). */
+/* Room for `need` more bytes in s->data (realloc: large buffers grow without a copy),
+ * grown by csrc/common.h's policy. */
 static int sb_reserve(SstBlocksObject *s, Py_ssize_t need)
 {
     if (s->data == NULL) {
@@ -172,38 +61,32 @@ static int sb_reserve(SstBlocksObject *s, Py_ssize_t need)
     if (s->dlen + need <= s->dcap) {
         return 0;
     }
-    Py_ssize_t cap = s->dcap * 2;
-    if (cap < s->dlen + need) {
-        cap = s->dlen + need;
+    size_t cap = sl_grown_cap((size_t)s->dcap, (size_t)(s->dlen + need), 1);
+    if (cap == 0) {
+        PyErr_NoMemory();
+        return -1;
     }
-    if (_PyBytes_Resize(&s->data, cap) < 0) {
+    if (_PyBytes_Resize(&s->data, (Py_ssize_t)cap) < 0) {
         s->data = NULL;
         s->dlen = s->dcap = 0;
         return -1;
     }
-    s->dcap = cap;
+    s->dcap = (Py_ssize_t)cap;
     return 0;
 }
 
+/* Room for one more block in s->offsets and s->counts (three per block). */
 static int sb_grow(SstBlocksObject *s)
 {
-    if (s->n < s->cap) {
-        return 0;
-    }
-    Py_ssize_t cap = s->cap ? 2 * s->cap : 256;
-    uint64_t *o = PyMem_Realloc(s->offsets, (size_t)cap * sizeof(uint64_t));
-    if (o == NULL) {
-        PyErr_NoMemory();
+    size_t ocap = s->ocap, ccap = s->ccap;
+    if (sl_grow((void **)&s->offsets, &ocap, (size_t)s->n + 1, sizeof(uint64_t), SL_MEM) < 0) {
         return -1;
     }
-    s->offsets = o;
-    uint16_t *c = PyMem_Realloc(s->counts, (size_t)cap * 3 * sizeof(uint16_t));
-    if (c == NULL) {
-        PyErr_NoMemory();
+    s->ocap = ocap;
+    if (sl_grow((void **)&s->counts, &ccap, 3 * ((size_t)s->n + 1), sizeof(uint16_t), SL_MEM) < 0) {
         return -1;
     }
-    s->counts = c;
-    s->cap = cap;
+    s->ccap = ccap;
     return 0;
 }
 
@@ -275,20 +158,8 @@ static PyObject *sb_add(SstBlocksObject *s, PyObject *args)
         PyObject *b = PyList_GET_ITEM(blocks, i);
         PyObject *st = PyList_GET_ITEM(stored, i);
         Py_ssize_t len = PyBytes_GET_SIZE(st);
-        PyObject *crc = PyObject_CallOneArg(s->crc32, st);
-        if (crc == NULL) {
-            goto fail;
-        }
-        unsigned long c = PyLong_AsUnsignedLong(crc);
-        Py_DECREF(crc);
-        if (c == (unsigned long)-1 && PyErr_Occurred()) {
-            goto fail;
-        }
         memcpy(p, PyBytes_AS_STRING(st), (size_t)len);
-        p[len] = (unsigned char)(c >> 24);
-        p[len + 1] = (unsigned char)(c >> 16);
-        p[len + 2] = (unsigned char)(c >> 8);
-        p[len + 3] = (unsigned char)c;
+        store_be32(p + len, sl_crc32(p, (size_t)len));
         if (sb_grow(s) < 0) {
             goto fail;
         }
@@ -353,135 +224,6 @@ static PyObject *sb_take(SstBlocksObject *s, PyObject *args)
     return out;
 }
 
-/* encode_sst_index, step for step */
-static PyObject *sb_encode_index(SstBlocksObject *s, PyObject *unused)
-{
-    Rev r = {0};
-    VtSet vts = {0};
-    long long cur = 0;
-    unsigned minalign = 4;
-    long long *metas = PyMem_Malloc((size_t)(s->n ? s->n : 1) * sizeof(long long));
-    if (metas == NULL) {
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < s->n; i++) {
-        PyObject *key = PyList_GET_ITEM(s->keys, i);
-        long long klen = PyBytes_GET_SIZE(key);
-        long long pad = -(cur + klen) & 3;
-        rev_zeros(&r, (size_t)pad);
-        rev_put(&r, PyBytes_AS_STRING(key), (size_t)klen);
-        rev_u32(&r, (uint32_t)klen);
-        cur += pad + klen + 4;
-        long long key_off = cur;
-        uint64_t offset = s->offsets[i];
-        long long obj_size;
-        unsigned vk[3];
-        if (offset) {
-            minalign = 8;
-            pad = -cur & 7;
-            obj_size = 16 + pad;
-            vk[0] = 4;
-            vk[1] = 8;
-            vk[2] = (unsigned)obj_size;
-        }
-        else {
-            pad = 0;
-            obj_size = 8;
-            vk[0] = 4;
-            vk[1] = 0;
-            vk[2] = 8;
-        }
-        cur += obj_size;
-        long long uoff = cur - 4 - key_off;
-        long long vt = vt_get(&vts, vk, 3);
-        long long soff = vt == 0 ? 8 : vt - cur;
-        unsigned char m[24];
-        le32(m, (uint32_t)(int32_t)soff);
-        le32(m + 4, (uint32_t)uoff);
-        if (offset) {
-            le64(m + 8, offset);
-            memset(m + 16, 0, (size_t)pad);
-            rev_put(&r, m, (size_t)(16 + pad));
-        }
-        else {
-            rev_put(&r, m, 8);
-        }
-        metas[i] = cur;
-        if (vt == 0) {
-            unsigned char v[8];
-            le16(v, 8);
-            le16(v + 2, (unsigned)obj_size);
-            le16(v + 4, vk[1]);
-            le16(v + 6, 4);
-            rev_put(&r, v, 8);
-            cur += 8;
-            vt_set(&vts, vk, 3, cur);
-        }
-    }
-    /* the block_meta vector: entries back to front, then its length */
-    long long n = s->n;
-    for (long long i = n - 1; i >= 0; i--) {
-        rev_u32(&r, (uint32_t)(cur + 4 * (n - i) - metas[i]));
-    }
-    rev_u32(&r, (uint32_t)n);
-    PyMem_Free(metas);
-    cur += 4 * n + 4;
-    cur += 8;
-    long long root = cur;
-    unsigned char t[8];
-    le32(t, 6);
-    le32(t + 4, 4);
-    rev_put(&r, t, 8);
-    unsigned char v[6];
-    le16(v, 6);
-    le16(v + 2, 8);
-    le16(v + 4, 4);
-    rev_put(&r, v, 6);
-    cur += 6;
-    long long pad = -(cur + 4) & (long long)(minalign - 1);
-    unsigned char f[12] = {0};
-    le32(f, (uint32_t)(cur + pad + 4 - root));
-    rev_put(&r, f, (size_t)(4 + pad));
-    return rev_finish(&r);
-}
-
-/* the stats vtable layout of one BlockStats table (sst_stats._block_layout) */
-static void block_layout(int p, int d, int m, int cur_mod4, int *pad, int *obj_size,
-                         unsigned *key, int *keylen, unsigned char *vt, int *vtlen)
-{
-    int slots[3] = {0, 0, 0};
-    int present[3] = {p, d, m};
-    int cur = cur_mod4;
-    for (int slot = 2; slot >= 0; slot--) {
-        if (present[slot]) {
-            cur += 2;
-            slots[slot] = cur;
-        }
-    }
-    *pad = -cur & 3;
-    cur += *pad + 4;
-    *obj_size = cur - cur_mod4;
-    unsigned voffs[3];
-    int nv = 3;
-    for (int i = 0; i < 3; i++) {
-        voffs[i] = slots[i] ? (unsigned)(cur - slots[i]) : 0;
-    }
-    while (nv > 0 && voffs[nv - 1] == 0) {
-        nv--;
-    }
-    for (int i = 0; i < nv; i++) {
-        key[i] = voffs[nv - 1 - i];
-    }
-    key[nv] = (unsigned)*obj_size;
-    *keylen = nv + 1;
-    le16(vt, (unsigned)(4 + 2 * nv));
-    le16(vt + 2, (unsigned)*obj_size);
-    for (int i = 0; i < nv; i++) {
-        le16(vt + 4 + 2 * i, voffs[i]);
-    }
-    *vtlen = 4 + 2 * nv;
-}
-
 static int u64_arg(PyObject *obj, uint64_t *out, const char *what)
 {
     uint64_t v = PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : (uint64_t)-1;
@@ -494,7 +236,47 @@ static int u64_arg(PyObject *obj, uint64_t *out, const char *what)
     return 0;
 }
 
-/* encode_sst_stats, step for step */
+/* encode_sst_index: encode_sst_index_with_builder's steps on the shared builder */
+static PyObject *sb_encode_index(SstBlocksObject *s, PyObject *Py_UNUSED(unused))
+{
+    Builder bd;
+    PyObject *out = NULL;
+    int64_t *metas = PyMem_Malloc((size_t)(s->n ? s->n : 1) * sizeof(int64_t));
+    if (metas == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (bd_init(&bd, 1024) < 0) {
+        PyMem_Free(metas);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        PyObject *key = PyList_GET_ITEM(s->keys, i);
+        int64_t key_off = create_bytes(&bd, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), 0);
+        if (key_off < 0) {
+            goto done;
+        }
+        start_object(&bd, 2);
+        if (scalar_slot(&bd, 0, s->offsets[i], 8, 1, 0) < 0 || offset_slot(&bd, 1, key_off) < 0 ||
+            (metas[i] = end_object(&bd)) < 0) {
+            goto done;
+        }
+    }
+    int64_t vec = add_offset_vector(&bd, metas, s->n);
+    if (vec < 0) {
+        goto done;
+    }
+    start_object(&bd, 1);
+    if (offset_slot(&bd, 0, vec) < 0) {
+        goto done;
+    }
+    out = bd_finish(&bd, end_object(&bd), NULL, 0);
+done:
+    bd_free(&bd);
+    PyMem_Free(metas);
+    return out;
+}
+
+/* encode_sst_stats: encode_sst_stats_with_builder's steps on the shared builder */
 static PyObject *sb_encode_stats(SstBlocksObject *s, PyObject *args)
 {
     PyObject *o[5];
@@ -509,121 +291,45 @@ static PyObject *sb_encode_stats(SstBlocksObject *s, PyObject *args)
             return NULL;
         }
     }
-    Rev r = {0};
-    VtSet vts = {0};
-    long long cur = 0;
-    long long minalign = 1;
-    long long *tables = PyMem_Malloc((size_t)(s->n ? s->n : 1) * sizeof(long long));
+    Builder bd;
+    PyObject *out = NULL;
+    int64_t *tables = PyMem_Malloc((size_t)(s->n ? s->n : 1) * sizeof(int64_t));
     if (tables == NULL) {
         return PyErr_NoMemory();
     }
+    if (bd_init(&bd, 1024) < 0) {
+        PyMem_Free(tables);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < s->n; i++) {
         const uint16_t *c = s->counts + 3 * i;
-        int pad, obj_size, keylen, vtlen;
-        unsigned key[4];
-        unsigned char vtb[10];
-        block_layout(c[0] != 0, c[1] != 0, c[2] != 0, (int)(cur & 3), &pad, &obj_size, key,
-                     &keylen, vtb, &vtlen);
-        minalign = 4;
-        cur += obj_size;
-        long long vt = vt_get(&vts, key, keylen);
-        unsigned char chunk[16] = {0};
-        le32(chunk, (uint32_t)(int32_t)(vt == 0 ? vtlen : vt - cur));
-        int at = 4 + pad;
-        for (int k = 0; k < 3; k++) {
-            if (c[k]) {
-                le16(chunk + at, c[k]);
-                at += 2;
-            }
-        }
-        rev_put(&r, chunk, (size_t)at);
-        tables[i] = cur;
-        if (vt == 0) {
-            rev_put(&r, vtb, (size_t)vtlen);
-            cur += vtlen;
-            vt_set(&vts, key, keylen, cur);
+        start_object(&bd, 3);
+        if (scalar_slot(&bd, 2, c[2], 2, 1, 0) < 0 || scalar_slot(&bd, 1, c[1], 2, 1, 0) < 0 ||
+            scalar_slot(&bd, 0, c[0], 2, 1, 0) < 0 || (tables[i] = end_object(&bd)) < 0) {
+            goto done;
         }
     }
-    long long vec = 0;
-    if (s->n) {
-        long long pad = -cur & 3;
-        rev_zeros(&r, (size_t)pad);
-        cur += pad;
-        long long n = s->n;
-        for (long long i = n - 1; i >= 0; i--) {
-            rev_u32(&r, (uint32_t)(cur + 4 * (n - i) - tables[i]));
-        }
-        rev_u32(&r, (uint32_t)n);
-        cur += 4 * n + 4;
-        vec = cur;
+    int64_t vec = 0;
+    if (s->n && (vec = add_offset_vector(&bd, tables, s->n)) < 0) {
+        goto done;
     }
+    start_object(&bd, 6);
+    for (int slot_i = 4; slot_i >= 0; slot_i--) {
+        if (scalar_slot(&bd, slot_i, tot[slot_i], 8, 1, 0) < 0) {
+            goto done;
+        }
+    }
+    if (offset_slot(&bd, 5, vec) < 0) {
+        goto done;
+    }
+    out = bd_finish(&bd, end_object(&bd), NULL, 0);
+done:
+    bd_free(&bd);
     PyMem_Free(tables);
-    /* the SstStats table */
-    long long obj_end = cur;
-    long long slots[6] = {0};
-    for (int slot = 4; slot >= 0; slot--) {
-        if (tot[slot]) {
-            minalign = 8;
-            long long pad = -cur & 7;
-            rev_zeros(&r, (size_t)pad);
-            unsigned char b[8];
-            le64(b, tot[slot]);
-            rev_put(&r, b, 8);
-            cur += pad + 8;
-            slots[slot] = cur;
-        }
-    }
-    if (vec) {
-        long long pad = -cur & 3;
-        rev_zeros(&r, (size_t)pad);
-        cur += pad;
-        rev_u32(&r, (uint32_t)(cur + 4 - vec));
-        cur += 4;
-        slots[5] = cur;
-    }
-    long long pad = -cur & 3;
-    if (minalign < 4) {
-        minalign = 4;
-    }
-    rev_zeros(&r, (size_t)pad);
-    cur += pad + 4;
-    long long root = cur;
-    unsigned voffs[6];
-    int nv = 6;
-    for (int i = 0; i < 6; i++) {
-        voffs[i] = slots[i] ? (unsigned)(root - slots[i]) : 0;
-    }
-    while (nv > 0 && voffs[nv - 1] == 0) {
-        nv--;
-    }
-    unsigned key[7];
-    for (int i = 0; i < nv; i++) {
-        key[i] = voffs[nv - 1 - i];
-    }
-    key[nv] = (unsigned)(root - obj_end);
-    long long vt = vt_get(&vts, key, nv + 1);
-    unsigned char vtb[16];
-    int vtlen = 4 + 2 * nv;
-    le16(vtb, (unsigned)vtlen);
-    le16(vtb + 2, (unsigned)(root - obj_end));
-    for (int i = 0; i < nv; i++) {
-        le16(vtb + 4 + 2 * i, voffs[i]);
-    }
-    unsigned char so[4];
-    le32(so, (uint32_t)(int32_t)(vt == 0 ? vtlen : vt - root));
-    rev_put(&r, so, 4);
-    if (vt == 0) {
-        rev_put(&r, vtb, (size_t)vtlen);
-        cur += vtlen;
-    }
-    pad = -(cur + 4) & (minalign - 1);
-    unsigned char f[12] = {0};
-    le32(f, (uint32_t)(cur + pad + 4 - root));
-    rev_put(&r, f, (size_t)(4 + pad));
-    return rev_finish(&r);
+    return out;
 }
 
-static PyObject *sb_block_stats(SstBlocksObject *s, PyObject *unused)
+static PyObject *sb_block_stats(SstBlocksObject *s, PyObject *Py_UNUSED(unused))
 {
     PyObject *out = PyTuple_New(s->n);
     if (out == NULL) {
@@ -641,12 +347,12 @@ static PyObject *sb_block_stats(SstBlocksObject *s, PyObject *unused)
     return out;
 }
 
-static PyObject *sb_get_offset(SstBlocksObject *s, void *c)
+static PyObject *sb_get_offset(SstBlocksObject *s, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLongLong(s->offset);
 }
 
-static PyObject *sb_get_count(SstBlocksObject *s, void *c)
+static PyObject *sb_get_count(SstBlocksObject *s, void *Py_UNUSED(c))
 {
     return PyLong_FromSsize_t(s->n);
 }
@@ -657,21 +363,10 @@ static PyObject *sb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) {
         return NULL;
     }
-    PyObject *zlib = PyImport_ImportModule("zlib");
-    if (zlib == NULL) {
-        return NULL;
-    }
-    PyObject *crc = PyObject_GetAttrString(zlib, "crc32");
-    Py_DECREF(zlib);
-    if (crc == NULL) {
-        return NULL;
-    }
     SstBlocksObject *s = (SstBlocksObject *)type->tp_alloc(type, 0);
     if (s == NULL) {
-        Py_DECREF(crc);
         return NULL;
     }
-    s->crc32 = crc;
     s->keys = PyList_New(0);
     if (s->keys == NULL) {
         Py_DECREF(s);
@@ -683,7 +378,6 @@ static PyObject *sb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void sb_dealloc(SstBlocksObject *s)
 {
     Py_XDECREF(s->keys);
-    Py_XDECREF(s->crc32);
     Py_XDECREF(s->data);
     PyMem_Free(s->offsets);
     PyMem_Free(s->counts);
@@ -736,6 +430,7 @@ static struct PyModuleDef sstwrite_module = {
 
 PyMODINIT_FUNC PyInit__sstwrite(void)
 {
+    sl_crc32_init();
     if (PyType_Ready(&SstBlocksType) < 0) {
         return NULL;
     }

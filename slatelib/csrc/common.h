@@ -1,0 +1,146 @@
+/*
+ * The common parts of slatelib's C extensions (_speedups.c, csrc/pipe.c, _manifest.c,
+ * _sstwrite.c): byte loads and stores, the one growth buffer, and the one CRC-32.
+ * Design: docs/rfcs/0020-house-second-step.md ("C with common parts").
+ *
+ * References: the loads are struct.unpack_from("<Q" / ">Q" ...) as the format modules
+ * (slatelib/format/) use them; sl_crc32 is zlib.crc32 (slatelib/format/checksum.py).
+ * Tests: every native differential test (tests/unit/format/test_native*.py, test_sst_native.py,
+ * test_manifest_native.py, test_compactions_codec_native.py) goes through these helpers,
+ * and `make test-sanitize` runs them under AddressSanitizer and UndefinedBehaviorSanitizer.
+ *
+ * Each extension links its own copy of csrc/common.c (built with -fvisibility=hidden, so
+ * nothing here is exported from the .so). C99.
+ */
+#ifndef SLATELIB_CSRC_COMMON_H
+#define SLATELIB_CSRC_COMMON_H
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Fault injection, for the proof that `make test-sanitize` bites: built with
+ * -DSL_FAULT_BOUNDS_SLACK=N, check_blocks (csrc/pipe.c) accepts block bounds up to N bytes
+ * past the end of its data, so its CRC reads past the buffer. Every real build has 0. */
+#ifndef SL_FAULT_BOUNDS_SLACK
+#define SL_FAULT_BOUNDS_SLACK 0
+#endif
+
+/* ------------------------------------------------------------------ loads and stores */
+
+static inline unsigned load_le16(const unsigned char *p)
+{
+    return (unsigned)p[0] | ((unsigned)p[1] << 8);
+}
+
+static inline uint32_t load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t load_le64(const unsigned char *p)
+{
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+static inline unsigned load_be16(const unsigned char *p)
+{
+    return ((unsigned)p[0] << 8) | (unsigned)p[1];
+}
+
+static inline uint32_t load_be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+           (uint32_t)p[3];
+}
+
+static inline uint64_t load_be64(const unsigned char *p)
+{
+    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) |
+           ((uint64_t)p[3] << 32) | ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) |
+           ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+}
+
+static inline void store_le(unsigned char *p, uint64_t v, int width)
+{
+    for (int i = 0; i < width; i++) {
+        p[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+static inline void store_le16(unsigned char *p, unsigned v) { store_le(p, v, 2); }
+static inline void store_le32(unsigned char *p, uint32_t v) { store_le(p, v, 4); }
+static inline void store_le64(unsigned char *p, uint64_t v) { store_le(p, v, 8); }
+
+static inline void store_be(unsigned char *p, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static inline void store_be16(unsigned char *p, unsigned v) { store_be(p, v, 2); }
+static inline void store_be32(unsigned char *p, uint32_t v) { store_be(p, v, 4); }
+static inline void store_be64(unsigned char *p, uint64_t v) { store_be(p, v, 8); }
+
+/* ------------------------------------------------------------------ the growth buffer */
+
+/* Memory for sl_grow: PyMem (needs the GIL; MemoryError set on failure) or PyMem_Raw (safe
+ * without the GIL; no exception set). */
+enum { SL_MEM = 0, SL_RAW = 1 };
+
+/* The one growth policy: the capacity (in elements) after room for `need` was asked of a
+ * buffer of capacity `cap` (doubled from 64, or exactly `need` near the limit), or 0 when
+ * `need` elements of `elem` bytes would pass PY_SSIZE_T_MAX bytes. */
+size_t sl_grown_cap(size_t cap, size_t need, size_t elem);
+
+/* Room for `need` elements of `elem` bytes in *buf (capacity *cap elements, grown by
+ * sl_grown_cap). 0, or -1: out of memory (MemoryError set unless SL_RAW). */
+int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem);
+
+/* A growable byte buffer (PyMem). */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} SlBuf;
+
+/* Append src[0:n]. 0, or -1 with MemoryError. */
+int sl_buf_put(SlBuf *b, const void *src, size_t n);
+void sl_buf_free(SlBuf *b);
+
+/* ------------------------------------------------------------------ CRC-32 */
+
+/* Once, at module init (with the GIL): the table, and zlib's own crc32 when the libz the
+ * interpreter's zlib module loaded is found. */
+void sl_crc32_init(void);
+/* zlib.crc32(p[0:n]): zlib's crc32 when found, else the table (the same function). GIL-free. */
+uint32_t sl_crc32(const unsigned char *p, size_t n);
+/* The built-in table-driven CRC-32 (slicing by 8), whatever sl_crc32 uses. */
+uint32_t sl_crc32_table(const unsigned char *p, size_t n);
+/* 1 when sl_crc32 calls zlib's crc32. */
+int sl_crc32_uses_zlib(void);
+
+/* ------------------------------------------------------------------ borrowed bytes */
+
+/* The bytes of a buffer-protocol object; exact bytes avoid the buffer machinery. */
+typedef struct {
+    const unsigned char *ptr;
+    Py_ssize_t len;
+    Py_buffer view;
+    int has_view;
+} ByteSpan;
+
+/* 0, or -1 with TypeError naming `what`. Release with span_release. */
+int span_get(PyObject *obj, ByteSpan *span, const char *what);
+void span_release(ByteSpan *span);
+
+#endif /* SLATELIB_CSRC_COMMON_H */
