@@ -70,7 +70,7 @@ test-cluster: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark 
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/cluster -q
 
 .PHONY: test-pure
-test-pure: $(STAMP) ## the unit tests on the pure-Python path (SLATELIB_NO_NATIVE=1; native-only cases skip; about 4 minutes; part of make test)
+test-pure: $(STAMP) ## the unit tests on the pure-Python path (SLATELIB_NO_NATIVE=1; native-only cases skip; about 90 s; part of make test)
 	SLATELIB_NO_NATIVE=1 $(PYTEST) tests/unit -q -p no:cacheprovider
 
 test-faults: $(STAMP) ## a few fixed seeds of the fault harness (about a minute; part of make test)
