@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from slatelib.core.compaction_source import effective_range
+from slatelib.core.key_bounds import prefix_end
 from slatelib.core.manifest import Manifest
 from slatelib.core.range_split import Anchor
 from slatelib.core.ranges import BytesRange
 from slatelib.core.rescale_plan import format_key, span_union
-from slatelib.core.segments import ROOT, prefix_end, segment_label, trees
+from slatelib.core.segments import ROOT, segment_label, trees
 from slatelib.errors import InvalidArgumentError
 
 

@@ -137,18 +137,6 @@ def segment_of_key(m: Manifest, key: bytes) -> bytes | None:
     return None
 
 
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key above every key that starts with ``prefix`` (None: no such key,
-    the prefix is all ``0xff``), so the segment spans ``[prefix, prefix_end)``."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)
-
-
 def check_antichain(prefixes: Iterable[bytes]) -> None:
     """Raise unless no prefix is empty, repeated, or a proper prefix of another.
 
