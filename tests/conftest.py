@@ -110,7 +110,9 @@ def spark() -> Iterator[Any]:
     session = build_spark(
         "slatelib-tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        # Delta's snapshot state has 50 partitions by default: 50 tiny tasks per table read
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+              "spark.databricks.delta.snapshotPartitions": "2"},
     )
     yield session
     session.stop()

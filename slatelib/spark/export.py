@@ -31,6 +31,7 @@ end. A failure deletes the checkpoint this run created and the files it staged.
 from __future__ import annotations
 
 import logging
+import resource
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -62,7 +63,7 @@ from slatelib.ops.export.pin import (
     create_read_checkpoint,
     pin_checkpoint,
 )
-from slatelib.spark import register
+from slatelib.spark import delta_spark, register
 from slatelib.spark.datasource import planned_frame
 from slatelib.spark.executors import on_executors
 from slatelib.spark.options import split_db
@@ -127,13 +128,7 @@ class ExportArgs:
 
 def delta_spark_available(spark: SparkSession) -> bool:
     """Whether delta-spark's classes are on the driver's classpath."""
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing class
-        return False
-    return True
+    return delta_spark.available(spark)
 
 
 class _Run:
@@ -233,36 +228,36 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     args.check()
     register(spark)
     started = time.monotonic()
-    state = target_state(args.to)
+    rss_at_start = driver_rss_bytes()
+    writer = _writer(spark, args)
+    on_spark = writer == "delta-spark"
+    state = delta_spark.table_state(spark, args.to) if on_spark else target_state(args.to)
     if args.mode == "auto":  # the nightly DAG: incremental once the table exists
         args = replace(args, mode="incremental" if state == DELTA else "overwrite")
     run = _Run(spark, args, clock)
     since: PinnedCheckpoint | None = None
     previous: str | None = None
-    writer = "arrow-parquet" if args.parquet_writer == "arrow" else "spark-parquet"
     if args.format == "parquet":
         if state == DELTA:
             raise InvalidArgumentError(
                 f"--to {args.to} is a Delta table: export to it with --format delta")
     else:
         deltars.refuse_unless_delta(args.to, state)
-        use_spark = args.delta_writer == "delta-spark" or (
-            args.delta_writer == "auto" and delta_spark_available(spark))
-        if args.delta_writer == "delta-spark" and not delta_spark_available(spark):
-            raise InvalidArgumentError("--delta-writer delta-spark: io.delta.tables.DeltaTable "
-                                       "is not on the classpath (add the delta-spark jars)")
-        writer = "delta-spark" if use_spark else "delta-rs"
         if state == DELTA:
-            deltars.check_schema(args.to, run.schema)
+            if on_spark:
+                deltars.check_columns(args.to, delta_spark.columns(spark, args.to),
+                                      run.schema)
+            else:
+                deltars.check_schema(args.to, run.schema)
         if args.mode == "incremental":
             deltars.require_table(args.to, state)
-            _, mark = deltars.last_export(args.to)
+            _, mark = deltars.last_export(args.to, _history(spark, args.to, on_spark))
             _check_mark(args, run, mark)
             since = pin_checkpoint(run.store, run.path, uuid.UUID(mark.checkpoint),
                                    clock=clock)
             previous = mark.checkpoint
         elif state == DELTA:
-            previous = _previous_mark(args.to)
+            previous = _previous_mark(args.to, _history(spark, args.to, on_spark))
     new = run.pin_new()
     run.seconds["plan"] = round(time.monotonic() - started, 3)
     try:
@@ -286,7 +281,51 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     if previous is not None:
         out["previous_checkpoint"] = {"id": previous, "released": released}
     out["seconds"] = {**run.seconds, "total": round(time.monotonic() - started, 3)}
+    out["driver_rss_at_start_bytes"] = rss_at_start
+    out["driver_peak_rss_bytes"] = driver_peak_rss_bytes()
     return out
+
+
+def driver_peak_rss_bytes() -> int:
+    """The peak resident memory of this (the Python driver's) process so far, in bytes
+    (``getrusage``; the driver JVM and the Python workers are other processes)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def driver_rss_bytes() -> int:
+    """This process's resident memory now, in bytes (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _writer(spark: SparkSession, args: ExportArgs) -> str:
+    """The report's writer: the Parquet writer, or for Delta ``delta-spark`` (forced, or
+    ``auto`` when its classes load) or ``delta-rs``.
+
+    Raises:
+        InvalidArgumentError: ``--delta-writer delta-spark`` without delta-spark's classes.
+    """
+    if args.format == "parquet":
+        return "arrow-parquet" if args.parquet_writer == "arrow" else "spark-parquet"
+    if args.delta_writer == "delta-rs":
+        return "delta-rs"
+    if delta_spark.available(spark):
+        return "delta-spark"
+    if args.delta_writer == "delta-spark":
+        raise InvalidArgumentError(
+            f"--delta-writer delta-spark: {delta_spark.DELTA_TABLE_CLASS} is not on the "
+            "driver's classpath (add the delta-spark and delta-storage jars: spark.jars)")
+    return "delta-rs"
+
+
+def _history(spark: SparkSession, uri: str,
+             on_spark: bool) -> Iterable[dict[str, Any]] | None:
+    """The table's history, newest first, as delta-spark reads it (None: delta-rs', which
+    :func:`slatelib.ops.export.delta.last_export` reads itself)."""
+    return delta_spark.history(spark, uri) if on_spark else None
 
 
 def _check_mark(args: ExportArgs, run: _Run, mark: deltars.ExportMark) -> None:
@@ -305,9 +344,9 @@ def _check_mark(args: ExportArgs, run: _Run, mark: deltars.ExportMark) -> None:
             f"checkpoint {mark.checkpoint}; run a full export (--mode overwrite) first")
 
 
-def _previous_mark(uri: str) -> str | None:
+def _previous_mark(uri: str, history: Iterable[dict[str, Any]] | None) -> str | None:
     try:
-        return deltars.last_export(uri)[1].checkpoint
+        return deltars.last_export(uri, history)[1].checkpoint
     except SlateError:
         return None
 
@@ -426,37 +465,23 @@ def _plain(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def _write_delta_spark(run: _Run, df: DataFrame, mark: deltars.ExportMark, incremental: bool,
                        t: float) -> dict[str, Any]:
-    """Spark's own Delta writer (delta-spark on the classpath). Not exercised by this
-    repository's tests: the jars cannot be downloaded here."""
+    """Spark's own Delta writer (:mod:`slatelib.spark.delta_spark`): a full export is one
+    ``df.write.format("delta")`` commit, an incremental one a ``MERGE`` executed by Spark
+    (the change rows stay on the executors); the report's counts are that commit's
+    ``operationMetrics`` (:func:`slatelib.ops.export.delta.commit_report`)."""
     args = run.args
-    spark = run.spark
-    meta_key = "spark.databricks.delta.commitInfo.userMetadata"
-    spark.conf.set(meta_key, mark.to_metadata())
-    try:
-        if incremental:
-            from delta.tables import DeltaTable as SparkDeltaTable  # type: ignore[import-not-found]
-
-            others = {c: f"s.{c}" for c in args.columns if c != "key"}
-            every = {c: f"s.{c}" for c in args.columns}
-            (SparkDeltaTable.forPath(spark, args.to).alias("t")
-             .merge(df.alias("s"), "t.key = s.key")
-             .whenMatchedDelete("s._change = 'delete'")
-             .whenMatchedUpdate("s._change = 'upsert'", set=others or {"key": "s.key"})
-             .whenNotMatchedInsert("s._change = 'upsert'", values=every)
-             .execute())
-        else:
-            df.write.format("delta").mode(args.mode).save(args.to)
-    finally:
-        spark.conf.unset(meta_key)
+    if incremental:
+        commit = delta_spark.merge(run.spark, df, args.to, args.columns, mark=mark)
+    else:
+        commit = delta_spark.write(run.spark, df, args.to, mode=args.mode, mark=mark)
     run.seconds["write"] = round(time.monotonic() - t, 3)
-    from deltalake import DeltaTable
-
-    last = DeltaTable(args.to).history(1)[0]
-    metrics = last.get("operationMetrics") or {}
-    rows = int(metrics.get("numOutputRows", metrics.get("numSourceRows", 0)) or 0)
-    return {"rows": rows, "bytes": int(metrics.get("numOutputBytes", 0) or 0),
-            "files": int(metrics.get("numFiles", metrics.get("numTargetFilesAdded", 0)) or 0),
-            "delta_version": int(last.get("version", -1))}
+    fields = deltars.commit_report(commit)
+    changes = fields.get("changes")
+    if changes is not None and changes["upserts"] + changes["deletes"] != fields["rows"]:
+        log.warning("export merge applied %d of %d changes: the table was not the view of "
+                    "checkpoint %s [to=%s]", changes["upserts"] + changes["deletes"],
+                    fields["rows"], mark.checkpoint, args.to)
+    return fields
 
 
 __all__ = ["DELTA_WRITERS", "FORMATS", "MODES", "PARQUET_WRITERS", "ExportArgs", "delta_spark_available",

@@ -1,7 +1,8 @@
 """jobs/export.py on the shared local[2] session: Parquet and Delta exports read back with
 deltalake and Spark's Parquet reader, incremental exports after overwrites, deletes, merges
 and a compaction (checked against a fresh full export), and bad input refused with nothing
-committed."""
+committed. Every Delta test runs with both writers (``--delta-writer delta-spark`` and
+``delta-rs``); tests/spark/test_export_delta_writers.py checks them against each other."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from tests.unit.writer.support import writer_settings
 pytestmark = pytest.mark.spark
 
 KV = StructType([StructField("key", BinaryType(), False), StructField("value", BinaryType(), False)])
+WRITERS = ("delta-spark", "delta-rs")
+RS_DELTA = ("--format", "delta", "--delta-writer", "delta-rs")
 
 
 def export(spark: Any, db: str, to: str, *argv: str) -> tuple[dict[str, Any], int]:
@@ -47,6 +50,11 @@ def delta_content(uri: str) -> dict[bytes, bytes]:
     out = {r["key"]: r["value"] for r in rows}
     assert len(out) == len(rows)  # one row per key
     return out
+
+
+def delta_content_rows(uri: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return rows
 
 
 def scan(store: str, path: str) -> dict[bytes, bytes]:
@@ -105,20 +113,33 @@ def test_parquet_export_with_the_arrow_writer(spark: Any, basic: Path, tmp_path:
     assert spark.read.parquet(to).count() == 2 * len(live)
 
 
-def test_delta_full_and_incremental_exports(spark: Any, tmp_path: Path) -> None:
+def commit_adds(uri: str, version: int) -> tuple[int, int]:
+    """(files, bytes) of the add actions of one commit of a local Delta table."""
+    log = Path(uri.removeprefix("file://")) / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    adds = [a["add"] for a in actions if "add" in a]
+    return len(adds), sum(int(a["size"]) for a in adds)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_delta_full_and_incremental_exports(spark: Any, tmp_path: Path, writer: str) -> None:
     store, db = f"file://{tmp_path}", f"file://{tmp_path}/db"
     to, fresh = f"{tmp_path}/delta", f"{tmp_path}/fresh"
+    use = ("--delta-writer", writer)
     with Db.open("db", store, writer_settings(), merge_operator="concat") as w:
         for i in range(600):
             w.put(b"k%04d" % i, b"v%d" % i)
         w.flush()
         for i in range(0, 600, 7):
             w.merge(b"k%04d" % i, b"+m")
-    report, code = export(spark, db, to, "--format", "delta", "--merge-operator", "concat")
+    report, code = export(spark, db, to, "--format", "delta", "--merge-operator", "concat", *use)
     assert code == 0, report
     first = report["databases"][0]
-    assert first["writer"] == "delta-rs" and first["delta_version"] == 0
+    assert first["writer"] == writer and first["delta_version"] == 0
     assert delta_content(to) == scan(store, "db")
+    assert first["rows"] == 600
+    if writer == "delta-spark":  # the report's counts are what the commit added
+        assert (first["files"], first["bytes"]) == commit_adds(to, 0)
     # the Delta table's files, read by Spark's Parquet reader
     files = DeltaTable(to).file_uris()
     expected = spark.createDataFrame(sorted(scan(store, "db").items()), KV)
@@ -138,20 +159,41 @@ def test_delta_full_and_incremental_exports(spark: Any, tmp_path: Path) -> None:
     with Db.open("db", store, writer_settings(), merge_operator="concat") as w:
         w.put(b"new", b"key")
         w.delete(b"k0002")
+    before = delta_content(to)
     report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental",
-                          "--merge-operator", "concat")
+                          "--merge-operator", "concat", *use)
     assert code == 0, report
     inc = report["databases"][0]
     assert inc["since"] == first["checkpoint"]["id"] and inc["delta_version"] == 1
-    assert inc["changes"]["deletes"] > 0 and inc["changes"]["upserts"] > 0
+    expected = scan(store, "db")
+    deleted = set(before) - set(expected)
+    upserted = {k for k in expected if before.get(k) != expected[k]}
+    assert inc["changes"] == {"upserts": len(upserted), "deletes": len(deleted)}
+    assert inc["rows"] == len(upserted) + len(deleted) and len(deleted) > 100
+    if writer == "delta-spark":
+        assert (inc["files"], inc["bytes"]) == commit_adds(to, 1) and inc["files"] > 0
+        assert inc["merge"]["numSourceRows"] == inc["rows"]
     assert inc["previous_checkpoint"] == {"id": first["checkpoint"]["id"], "released": True}
     ours = [c for c in list_checkpoints("db", store) if c.name == EXPORT_CHECKPOINT_NAME]
     assert [str(c.id) for c in ours] == [inc["checkpoint"]["id"]]
     # the incremental result equals a fresh full export of the same checkpoint
     report, code = export(spark, db, fresh, "--format", "delta", "--merge-operator", "concat",
-                          "--checkpoint", inc["checkpoint"]["id"])
+                          "--checkpoint", inc["checkpoint"]["id"], *use)
     assert code == 0, report
-    assert delta_content(to) == delta_content(fresh) == scan(store, "db")
+    assert delta_content(to) == delta_content(fresh) == expected
+    assert_df_equality(spark.read.format("delta").load(to), spark.read.format("delta")
+                       .load(fresh), ignore_row_order=True, ignore_nullable=True)
+    # nothing changed since: a commit all the same, recording the new checkpoint
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental",
+                          "--merge-operator", "concat", *use)
+    assert code == 0, report
+    again = report["databases"][0]
+    assert again["rows"] == 0 and again["changes"] == {"upserts": 0, "deletes": 0}
+    assert again["delta_version"] == 2 and again["since"] == inc["checkpoint"]["id"]
+    assert again["previous_checkpoint"] == {"id": inc["checkpoint"]["id"], "released": True}
+    assert delta_content(to) == expected
+    if writer == "delta-spark":
+        assert (again["files"], again["bytes"]) == commit_adds(to, 2) == (0, 0)
 
 
 def _refused(spark: Any, db: str, to: str, *argv: str) -> dict[str, Any]:
@@ -160,48 +202,54 @@ def _refused(spark: Any, db: str, to: str, *argv: str) -> dict[str, Any]:
     return report["databases"][0]
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 def test_bad_input_is_refused_and_nothing_is_committed(spark: Any, basic: Path,
-                                                       tmp_path: Path) -> None:
+                                                       tmp_path: Path, writer: str) -> None:
     db, store = f"file://{basic}/basic", f"file://{basic}"
+    use = ("--delta-writer", writer)
     target = tmp_path / "t"
     before = {c.id for c in list_checkpoints("basic", store)}
     unknown = str(uuid.uuid4())
-    e = _refused(spark, db, str(target), "--format", "delta", "--checkpoint", unknown)
+    e = _refused(spark, db, str(target), "--format", "delta", "--checkpoint", unknown, *use)
     assert e["status"] == "data_error" and f"checkpoint {unknown} not found" in \
         e["error"]["message"]
     cp = create_checkpoint("basic", store, lifetime=1, clock=FakeClock(1_000_000_000_000))
     e = _refused(spark, db, str(target), "--format", "parquet", "--checkpoint", str(cp.id))
     assert "expired at" in e["error"]["message"]
-    e = _refused(spark, f"file://{tmp_path}/none/db", str(target), "--format", "delta")
+    e = _refused(spark, f"file://{tmp_path}/none/db", str(target), "--format", "delta", *use)
     assert e["status"] == "data_error" and "none/db" in e["error"]["message"]
     assert not target.exists()
     (target / "data").mkdir(parents=True)
     (target / "data" / "x.csv").write_text("1,2\n")
-    e = _refused(spark, db, str(target), "--format", "delta")
+    e = _refused(spark, db, str(target), "--format", "delta", *use)
     assert e["status"] == "invalid_input" and "not a Delta table" in e["error"]["message"]
     assert sorted(p.name for p in target.rglob("*")) == ["data", "x.csv"]
     e = _refused(spark, db, str(tmp_path / "absent"), "--format", "delta", "--mode",
-                 "incremental")
+                 "incremental", *use)
     assert "no Delta table there" in e["error"]["message"]
     created = {c.id for c in list_checkpoints("basic", store)} - before - {cp.id}
     assert created == set()  # every refusal left no checkpoint behind
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 def test_incremental_refuses_when_the_last_exports_checkpoint_is_gone(
-        spark: Any, basic: Path, tmp_path: Path) -> None:
+        spark: Any, basic: Path, tmp_path: Path, writer: str) -> None:
     db, store, to = f"file://{basic}/basic", f"file://{basic}", f"{tmp_path}/d"
-    report, code = export(spark, db, to, "--format", "delta")
+    use = ("--delta-writer", writer)
+    report, code = export(spark, db, to, "--format", "delta", *use)
     assert code == 0, report
     cp = report["databases"][0]["checkpoint"]["id"]
     assert delete_checkpoint("basic", store, cp)
-    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental", *use)
     assert e["status"] == "data_error" and f"checkpoint {cp} not found" in e["error"]["message"]
     assert DeltaTable(to).version() == 0
     assert not [c for c in list_checkpoints("basic", store) if c.name == EXPORT_CHECKPOINT_NAME]
     # after an append the table is not a checkpoint's view: incremental refuses too
-    report, code = export(spark, db, to, "--format", "delta", "--mode", "append")
+    report, code = export(spark, db, to, "--format", "delta", "--mode", "append", *use)
     assert code == 0, report
-    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    assert report["databases"][0]["delta_version"] == 1
+    assert len(delta_content_rows(to)) == 2 * report["databases"][0]["rows"]
+    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental", *use)
     assert "was an append" in e["error"]["message"]
     assert json.loads(json.dumps(report))["databases"][0]["mode"] == "append"
 
@@ -222,7 +270,7 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
     with Db.open("db", store, writer_settings()) as w:
         for i in range(300):
             w.put(b"k%04d" % i, b"v%d" % i)
-    report, code = export(spark, db, to, "--format", "delta")
+    report, code = export(spark, db, to, *RS_DELTA)
     assert code == 0, report
     first = report["databases"][0]["checkpoint"]["id"]
     with Db.open("db", store, writer_settings()) as w:
@@ -254,12 +302,12 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
         return pa.RecordBatchReader.from_batches(schema, gen())
 
     monkeypatch.setattr(spark_export, "read_staged", failing)
-    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    e = _refused(spark, db, to, *RS_DELTA, "--mode", "incremental")
     assert "injected failure in the merge" in e["error"]["message"]
     unchanged()
     monkeypatch.setattr(spark_export.deltars, "merge_changes",
                         lambda *a, **k: real_merge(*a, **k, streamed_exec=True))
-    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    e = _refused(spark, db, to, *RS_DELTA, "--mode", "incremental")
     assert "injected failure in the merge" in e["error"]["message"]
     unchanged()
     monkeypatch.undo()
@@ -270,7 +318,7 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
 
     monkeypatch.setattr(spark_export.deltars, "merge_changes", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        export(spark, db, to, "--format", "delta", "--mode", "incremental")
+        export(spark, db, to, *RS_DELTA, "--mode", "incremental")
     unchanged()
     monkeypatch.undo()
     # reading back what Spark staged fails
@@ -278,7 +326,7 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
         raise StorageError("injected failure listing the staged files")
 
     monkeypatch.setattr(spark_export, "staged_files", unreadable)
-    e = _refused(spark, db, to, "--format", "delta", "--mode", "incremental")
+    e = _refused(spark, db, to, *RS_DELTA, "--mode", "incremental")
     assert "injected failure listing" in e["error"]["message"]
     unchanged()
     monkeypatch.undo()
@@ -290,7 +338,7 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
                              "key": [b"k%04d" % i for i in range(300)],
                              "value": [b""] * 300}), stale / "part-00000.snappy.parquet")
     (stale / "part-00001.snappy.parquet").write_bytes(b"not parquet")
-    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental")
+    report, code = export(spark, db, to, *RS_DELTA, "--mode", "incremental")
     assert code == 0, report
     inc = report["databases"][0]
     assert inc["delta_version"] == 1 and inc["since"] == first
@@ -302,7 +350,7 @@ def test_incremental_staging_is_removed_in_every_outcome_and_a_stale_one_is_igno
     assert delta_content(to) == expected
     assert _staging_dirs(root) == [stale.name]  # left alone (a concurrent run's, perhaps)
     # nothing to change: an empty commit with the new mark, and no staging left either
-    report, code = export(spark, db, to, "--format", "delta", "--mode", "incremental")
+    report, code = export(spark, db, to, *RS_DELTA, "--mode", "incremental")
     assert code == 0, report
     again = report["databases"][0]
     assert again["rows"] == 0 and again["changes"] == {"upserts": 0, "deletes": 0}

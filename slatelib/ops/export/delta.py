@@ -5,8 +5,11 @@ Every export commit carries an :class:`ExportMark` as the commit's ``userMetadat
 ``{"slatelib_export": {...}}``): the database, the checkpoint and manifest it exported and
 the columns. The incremental export reads the newest mark (:func:`last_export`) to find the
 checkpoint to diff from; a newer commit by another writer that changes data (anything but
-``OPTIMIZE``, ``VACUUM`` and property changes) makes the diff inexact, so it refuses.
-Commits are single Delta transactions: files not yet committed are invisible to readers.
+``OPTIMIZE``, ``VACUUM``, property and constraint changes: :data:`NON_DATA_OPERATIONS`)
+makes the diff inexact, so it refuses. The pure parts (:func:`last_export` over a given
+history, :func:`check_columns`, :func:`commit_report`) serve the delta-spark path too
+(:mod:`slatelib.spark.delta_spark`), whose commits and history are delta-spark's. Commits
+are single Delta transactions: files not yet committed are invisible to readers.
 """
 
 from __future__ import annotations
@@ -27,8 +30,15 @@ from slatelib.ops.export.arrow_rows import CHANGE_COLUMN
 from slatelib.ops.export.files import DataFile
 
 MARK_KEY = "slatelib_export"
-NON_DATA_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
-                                 "UPGRADE PROTOCOL", "CHECKPOINT"})
+NON_DATA_OPERATIONS = frozenset({
+    "OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES",
+    "UPGRADE PROTOCOL", "CHECKPOINT", "ADD CONSTRAINT", "DROP CONSTRAINT", "REORG",
+    "COMPUTE STATS", "ROW TRACKING BACKFILL", "DOMAIN METADATA CLEANUP"})
+"""History operations (delta-rs' and delta-spark 4.4's names) that leave every row as it
+was: files rewritten (``OPTIMIZE``, ``REORG ... APPLY (PURGE)``), removed once unreferenced
+(``VACUUM``), or table metadata only. Any other operation (``WRITE``, ``MERGE``,
+``DELETE``, ``UPDATE``, ``RESTORE``, ``CREATE OR REPLACE TABLE``, ``TRUNCATE``, column
+changes, ...) without an export mark changes the table's content."""
 
 
 @dataclass(frozen=True)
@@ -93,18 +103,65 @@ def last_export(uri: str, history: Iterable[dict[str, Any]] | None = None,
 
 
 def check_schema(uri: str, schema: pa.Schema) -> None:
-    """Refuse a table whose columns differ from the export's.
+    """Refuse a table whose columns (read with delta-rs) differ from the export's.
 
     Raises:
         InvalidArgumentError: different column names or types.
     """
     have = pa.schema(DeltaTable(uri).schema().to_arrow())  # arro3 -> pyarrow (C interface)
-    theirs = [(f.name, str(f.type).replace("large_", "").replace("_view", "")) for f in have]
+    check_columns(uri, [(f.name, str(f.type).replace("large_", "").replace("_view", ""))
+                        for f in have], schema)
+
+
+def check_columns(uri: str, theirs: Sequence[tuple[str, str]], schema: pa.Schema) -> None:
+    """Refuse a table whose columns (``(name, Arrow type name)``, in order) differ from the
+    export's ``schema``.
+
+    Raises:
+        InvalidArgumentError: different column names or types.
+    """
+    theirs = list(theirs)
     ours = [(f.name, str(f.type)) for f in schema]
     if theirs != ours:
         raise InvalidArgumentError(
             f"Delta table {uri} has columns {theirs}, the export {ours}: export to a new "
             "target or with the same --columns/--decode")
+
+
+def _metric(metrics: dict[str, Any], name: str) -> int:
+    value = metrics.get(name)
+    return int(value) if value not in (None, "") else 0
+
+
+def commit_report(commit: dict[str, Any]) -> dict[str, Any]:
+    """The export report's fields of a delta-spark commit (``version``, ``operation``,
+    ``operationMetrics`` of its history entry; the metric names Delta 4.4 writes):
+
+    - ``WRITE``: ``rows``/``bytes``/``files`` = ``numOutputRows``/``numOutputBytes``/
+      ``numFiles``, what the commit added;
+    - ``MERGE``: ``rows`` = the change rows (``numSourceRows``), ``bytes``/``files`` = the
+      files the commit added (``numTargetBytesAdded``/``numTargetFilesAdded``: rewritten
+      files included), ``changes`` = rows inserted or updated (upserts) and deleted, and
+      ``merge`` = every metric as a number.
+
+    An incremental export that changed nothing commits no file, and delta-spark records no
+    metrics for it: every count is 0.
+    """
+    metrics = dict(commit.get("operationMetrics") or {})
+    out: dict[str, Any] = {"delta_version": int(commit["version"])}
+    if commit.get("operation") == "MERGE" or "numSourceRows" in metrics:
+        upserts = (_metric(metrics, "numTargetRowsInserted")
+                   + _metric(metrics, "numTargetRowsUpdated"))
+        out.update(rows=_metric(metrics, "numSourceRows"),
+                   bytes=_metric(metrics, "numTargetBytesAdded"),
+                   files=_metric(metrics, "numTargetFilesAdded"),
+                   changes={"upserts": upserts,
+                            "deletes": _metric(metrics, "numTargetRowsDeleted")},
+                   merge={k: _metric(metrics, k) for k in sorted(metrics)})
+        return out
+    out.update(rows=_metric(metrics, "numOutputRows"), bytes=_metric(metrics, "numOutputBytes"),
+               files=_metric(metrics, "numFiles"))
+    return out
 
 
 def add_actions(files: Sequence[DataFile]) -> list[AddAction]:

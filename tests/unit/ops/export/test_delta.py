@@ -13,9 +13,12 @@ from deltalake import DeltaTable
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError
 from slatelib.ops.export.arrow_rows import arrow_schema
 from slatelib.ops.export.delta import (
+    NON_DATA_OPERATIONS,
     ExportMark,
+    check_columns,
     check_schema,
     commit_files,
+    commit_report,
     last_export,
     merge_changes,
     refuse_unless_delta,
@@ -82,6 +85,58 @@ def test_last_export_refuses_foreign_writes_after_the_mark() -> None:
         last_export("unused", foreign)
     with pytest.raises(InvalidDbStateError, match="no slatelib export commit"):
         last_export("unused", [{"version": 0, "operation": "OPTIMIZE"}])
+
+
+@pytest.mark.parametrize("op", ["OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                                "UNSET TBLPROPERTIES", "UPGRADE PROTOCOL", "ADD CONSTRAINT",
+                                "DROP CONSTRAINT", "REORG", "COMPUTE STATS"])
+def test_delta_spark_operations_that_keep_the_rows_pass(op: str) -> None:
+    history = [{"version": 2, "operation": op},
+               {"version": 1, "operation": "MERGE", "userMetadata": MARK.to_metadata()}]
+    assert last_export("unused", history) == (1, MARK)
+
+
+@pytest.mark.parametrize("op", ["WRITE", "MERGE", "DELETE", "UPDATE", "RESTORE", "TRUNCATE",
+                                "CREATE OR REPLACE TABLE", "CREATE TABLE", "REPLACE TABLE",
+                                "STREAMING UPDATE", "CLONE", "ADD COLUMNS", "CHANGE COLUMN",
+                                "REPLACE COLUMNS", "DROP COLUMNS", "RENAME COLUMN", "FSCK"])
+def test_delta_spark_and_delta_rs_operations_that_change_rows_refuse(op: str) -> None:
+    assert op not in NON_DATA_OPERATIONS
+    history = [{"version": 2, "operation": op, "userMetadata": None},
+               {"version": 1, "operation": "WRITE", "userMetadata": MARK.to_metadata()}]
+    with pytest.raises(InvalidDbStateError, match=f"version 2 \\({op}\\)"):
+        last_export("unused", history)
+    # another writer's userMetadata that is not a mark counts as a foreign commit too
+    history[0]["userMetadata"] = '{"slatelib_export": "no"}'
+    with pytest.raises(InvalidDbStateError):
+        last_export("unused", history)
+
+
+def test_commit_report_of_delta_spark_write_and_merge_metrics() -> None:
+    write = {"version": 3, "operation": "WRITE", "operationMetrics": {
+        "numOutputRows": "100", "numOutputBytes": "2181", "numFiles": "2",
+        "numRemovedFiles": "4", "numRemovedBytes": "4362"}}
+    assert commit_report(write) == {"delta_version": 3, "rows": 100, "bytes": 2181, "files": 2}
+    merge = {"version": 4, "operation": "MERGE", "operationMetrics": {
+        "numSourceRows": "7", "numTargetRowsInserted": "2", "numTargetRowsUpdated": "3",
+        "numTargetRowsDeleted": "2", "numTargetFilesAdded": "1", "numTargetBytesAdded": "1069",
+        "numOutputRows": "50", "numTargetRowsCopied": "45", "executionTimeMs": "20265"}}
+    got = commit_report(merge)
+    assert {k: got[k] for k in ("delta_version", "rows", "bytes", "files", "changes")} == {
+        "delta_version": 4, "rows": 7, "bytes": 1069, "files": 1,
+        "changes": {"upserts": 5, "deletes": 2}}
+    assert got["merge"]["numTargetRowsCopied"] == 45 and got["merge"]["numSourceRows"] == 7
+    empty = {"version": 5, "operation": "MERGE", "operationMetrics": {}}
+    assert commit_report(empty) == {"delta_version": 5, "rows": 0, "bytes": 0, "files": 0,
+                                    "changes": {"upserts": 0, "deletes": 0}, "merge": {}}
+
+
+def test_check_columns_compares_names_types_and_order() -> None:
+    check_columns("t", [("key", "binary"), ("value", "binary")], SCHEMA)
+    for bad in ([("key", "binary")], [("value", "binary"), ("key", "binary")],
+                [("key", "string"), ("value", "string")]):
+        with pytest.raises(InvalidArgumentError, match="has columns"):
+            check_columns("t", bad, SCHEMA)
 
 
 def test_target_checks() -> None:
