@@ -104,7 +104,8 @@ def pg_server() -> Iterator[PgServer]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that needs Spark (tests/spark, and the
-    data source's interop tests in tests/interop); never start another."""
+    data source's interop tests in tests/interop); never start another. It has the
+    fetched Delta and S3A jars (make jars), as a job writing to an S3 target would."""
     from slatelib.spark.session import build_spark
 
     session = build_spark(
@@ -113,6 +114,7 @@ def spark() -> Iterator[Any]:
         # Delta's snapshot state has 50 partitions by default: 50 tiny tasks per table read
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
               "spark.databricks.delta.snapshotPartitions": "2"},
+        jars=("delta", "s3a"),
     )
     yield session
     session.stop()

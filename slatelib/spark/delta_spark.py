@@ -54,17 +54,11 @@ _COMMIT_LOCK = threading.Lock()
 
 
 def available(spark: SparkSession) -> bool:
-    """Whether delta-spark's classes are on the driver's classpath: loadable by the class
-    loader Spark gives ``spark.jars``/``--jars`` (the thread's context loader, which py4j
-    uses too; ``Class.forName`` alone would ask the system loader, which lacks them)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
-            DELTA_TABLE_CLASS)
-    except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing class
-        return False
-    return True
+    """Whether delta-spark's classes (its Python API's ``DeltaTable``) load in the driver JVM
+    through Spark's class loader (:func:`slatelib.spark.jars.class_loadable`)."""
+    from slatelib.spark.jars import class_loadable
+
+    return class_loadable(spark.sparkContext._jvm, DELTA_TABLE_CLASS)
 
 
 def _java_error(uri: str, exc: Exception) -> StorageError:
