@@ -9,13 +9,18 @@
   ``parquet_writer="arrow"``, the data source's partitions written by pyarrow in Spark tasks
   and committed by the driver once all succeeded (:mod:`slatelib.ops.export.arrow_parquet`;
   it skips Spark's row-based ingest and writer).
-- Delta, when delta-spark's classes are on the classpath: Spark's Delta writer (and its
-  merge for incremental exports). Otherwise (no Maven here, so no delta-spark jars): Spark
-  writes Parquet files into a new folder inside the table, and delta-rs commits exactly
-  those files in one transaction; an incremental export has Spark write the changes as
-  Parquet into a hidden staging folder of the table (not collected through Spark), reads
-  them back batch by batch for one delta-rs merge, then deletes the folder. delta-rs'
-  merge still holds every change row in the driver's memory (see :func:`_merge_staged`).
+- Delta (``delta_writer``): delta-spark, Spark's own Delta writer, whenever its classes
+  load (``auto``, the default; ``delta-spark`` refuses without them), with every table
+  operation through Spark (:mod:`slatelib.spark.delta_spark`, any Hadoop file system path,
+  ``s3a://`` included): a full export is one ``df.write.format("delta")`` commit, an
+  incremental one a Delta ``MERGE`` executed by Spark, so the change rows stay on the
+  executors; the report's counts are the commit's ``operationMetrics``. The fallback
+  (``delta-rs``, or ``auto`` without delta-spark): Spark writes Parquet files into a new
+  folder inside the table, and delta-rs commits exactly those files in one transaction; an
+  incremental export has Spark write the changes as Parquet into a hidden staging folder of
+  the table (not collected through Spark), reads them back batch by batch for one delta-rs
+  merge, then deletes the folder. delta-rs' merge holds every change row in the driver's
+  memory (see :func:`_merge_staged`).
 - Incremental (``mode="incremental"``, Delta only): the key-level difference between the
   checkpoint of the table's last export and a new checkpoint. Exact as long as that
   checkpoint is still live; refused when it is gone or expired, when the last export was an
@@ -287,8 +292,18 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
 
 
 def driver_peak_rss_bytes() -> int:
-    """The peak resident memory of this (the Python driver's) process so far, in bytes
-    (``getrusage``; the driver JVM and the Python workers are other processes)."""
+    """The peak resident memory of this (the Python driver's) process so far, in bytes:
+    ``VmHWM`` of Linux ``/proc/self/status``, else ``getrusage``. Not ``getrusage`` first:
+    Linux carries ``ru_maxrss`` over ``fork`` and ``exec``, so a driver started by a large
+    process (a test runner, a scheduler's worker) would report its parent's size. The driver
+    JVM and the Python workers are other processes."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
