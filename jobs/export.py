@@ -11,8 +11,9 @@ Thin over :func:`slatelib.spark.export.run_export` (which registers the ``slated
 source itself): the checkpoint (``--checkpoint``, else a new one named ``slatelib-export``)
 is read in byte-balanced key ranges on the executors and written by Spark's Parquet writer
 (``--parquet-writer arrow``: by pyarrow in the tasks, committed by the driver);
-for Delta, Spark's Delta writer when delta-spark is on the classpath, else the Parquet files
-are committed with delta-rs. ``--mode incremental`` (Delta) applies only the changes since
+for Delta, Spark's Delta writer when delta-spark's classes load (an incremental export is
+then a Delta MERGE run by Spark on the executors), else the Parquet files are committed with
+delta-rs. ``--mode incremental`` (Delta) applies only the changes since
 the checkpoint of the table's last export with a merge, and refuses when that checkpoint is
 gone or expired. The report (stdout, and ``--report FILE``; jobs/_common.py describes its
 top level) names the checkpoint exported (id and manifest id), rows, bytes, files and time.
