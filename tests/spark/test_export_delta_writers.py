@@ -169,8 +169,16 @@ def test_delta_writer_choice(spark: Any, tmp_path: Path, monkeypatch: pytest.Mon
     store, db = f"file://{tmp_path}", f"file://{tmp_path}/db"
     with Db.open("db", store, writer_settings()) as w:
         w.put(b"k", b"v")
-    report, code = export(spark, db, f"{tmp_path}/auto", "--format", "delta")
+    auto = f"file://{tmp_path}/auto"  # a URL, as production names targets
+    report, code = export(spark, db, auto, "--format", "delta")
     assert code == 0 and report["databases"][0]["writer"] == "delta-spark"
+    with Db.open("db", store, writer_settings()) as w:
+        w.put(b"k2", b"v2")
+    report, code = export(spark, db, auto, "--format", "delta", "--mode", "auto")
+    assert code == 0, report
+    entry = report["databases"][0]
+    assert entry["mode"] == "incremental" and entry["changes"] == {"upserts": 1, "deletes": 0}
+    assert delta_content(auto) == scan(store, "db")
     # without delta-spark's classes: auto falls back, delta-spark refuses clearly
     monkeypatch.setattr(spark_export.delta_spark, "available", lambda _spark: False)
     report, code = export(spark, db, f"{tmp_path}/rs", "--format", "delta")
