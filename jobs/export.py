@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import DbTarget, add_common_args, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
+from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report
+from slatelib.ops.export.s3_target import is_s3_target
 from slatelib.spark.isolation import run_isolated
 
 if TYPE_CHECKING:
@@ -126,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     def precheck(settings: Settings) -> None:
         export_args(args, settings.object_store.wal_store)
+        if is_s3_target(args.to):  # malformed S3 settings: refused before Spark starts
+            s3_access()
 
     return run_main(args, "slatelib-export", run, needs_spark=True, headline=headline,
                     precheck=precheck)

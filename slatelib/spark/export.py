@@ -66,6 +66,7 @@ from slatelib.spark import register
 from slatelib.spark.datasource import planned_frame
 from slatelib.spark.executors import on_executors
 from slatelib.spark.options import split_db
+from slatelib.spark.s3a import configure_s3a_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -232,6 +233,7 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     """
     args.check()
     register(spark)
+    configure_s3a_target(spark, args.to)  # an S3 target: S3A loadable and configured
     started = time.monotonic()
     state = target_state(args.to)
     if args.mode == "auto":  # the nightly DAG: incremental once the table exists
@@ -449,9 +451,7 @@ def _write_delta_spark(run: _Run, df: DataFrame, mark: deltars.ExportMark, incre
     finally:
         spark.conf.unset(meta_key)
     run.seconds["write"] = round(time.monotonic() - t, 3)
-    from deltalake import DeltaTable
-
-    last = DeltaTable(args.to).history(1)[0]
+    last = deltars.open_table(args.to).history(1)[0]
     metrics = last.get("operationMetrics") or {}
     rows = int(metrics.get("numOutputRows", metrics.get("numSourceRows", 0)) or 0)
     return {"rows": rows, "bytes": int(metrics.get("numOutputBytes", 0) or 0),
