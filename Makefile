@@ -13,7 +13,7 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint typecheck test test-unit test-integration test-spark test-interop \
+.PHONY: help install jars lint typecheck test test-unit test-integration test-spark test-interop \
         test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
@@ -25,7 +25,22 @@ $(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c) $(wildcard slatelib/
 	$(BIN)/python -m pip install -q -e '.[spark,test]'
 	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install slatelib with the spark and test extras
+install: $(STAMP) $(JARS_STAMP) ## create .venv, install slatelib with the spark and test extras, fetch the Spark jars
+
+# The Spark jars (delta-spark, delta-storage; hadoop-aws with its AWS SDK bundle), pinned
+# with their SHA-256 in slatelib/spark/jars.lock, copied by the machine's own mvn (its
+# settings and ~/.m2 cache) into build/jars and checked; the jobs add them to spark.jars
+# when they start Spark (slatelib/spark/jars.py). Installs Maven with apt-get if missing.
+JARS_DIR := build/jars
+JARS_STAMP := $(JARS_DIR)/.checked
+$(JARS_STAMP): slatelib/spark/jars.lock slatelib/spark/jars.py | $(STAMP)
+	@command -v $${MVN:-mvn} >/dev/null || { command -v apt-get >/dev/null && \
+	    (apt-get update -qq && apt-get install -y -qq maven >/dev/null || \
+	     sudo -n apt-get install -y -qq maven >/dev/null); }
+	$(BIN)/python -m slatelib.spark.jars fetch --dest $(JARS_DIR)
+	@touch $(JARS_STAMP)
+
+jars: $(JARS_STAMP) ## fetch and check the pinned Spark jars into build/jars (make install does it)
 
 # Real Apache Airflow 3 (with the Spark provider), apart from the project's venv (its
 # dependencies are not ours), pinned by tests/dags/airflow-requirements.txt: the DAG tests
@@ -54,19 +69,19 @@ typecheck: $(STAMP) ## mypy --strict on slatelib and jobs
 test-unit: $(STAMP) ## fast unit tests (no network, no Spark)
 	$(PYTEST) tests/unit -q
 
-test-integration: $(STAMP) ## local FS and moto_server S3
+test-integration: $(STAMP) $(JARS_STAMP) ## local FS and moto_server S3
 	$(PYTEST) tests/integration -q
 
-test-spark: $(STAMP) ## Spark jobs on a local SparkSession
+test-spark: $(STAMP) $(JARS_STAMP) ## Spark jobs on a local SparkSession
 	$(PYTEST) tests/spark -q
 
 test-interop: $(STAMP) ## against the official slatedb==0.17.0 package
 	$(PYTEST) tests/interop -q
 
-test-dags: $(STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.test() on real Airflow 3.3.2 (.venv-airflow)
+test-dags: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) ## Airflow DAGs: loaded and run with dag.test() on real Airflow 3.3.2 (.venv-airflow)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/dags -q
 
-test-cluster: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark standalone cluster (a master, two one-core workers in network namespaces), three ways each, and its faults
+test-cluster: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) ## every job on a Spark standalone cluster (a master, two one-core workers in network namespaces), three ways each, and its faults
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests/cluster -q
 
 .PHONY: test-pure
@@ -128,11 +143,11 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
+test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 	$(MAKE) --no-print-directory test-pure
 
-run: $(STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
+run: $(STAMP) $(JARS_STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
 	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	$(BIN)/python scripts/compaction_demo.py write --db $(DEMO_DB) --rows 200000 --l0s 6 \
 	    --model $(DEMO_DIR)/model.jsonl
@@ -174,7 +189,7 @@ bench-large: $(STAMP) ## a manifest of 100k SSTs (SSTS=300000 for more): codec, 
 bench-cas: $(STAMP) ## manifest commits/s and p50/p99: native put-if-absent vs two-phase CAS (SQLite, PostgreSQL) on local disk and moto S3 (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_cas.py
 
-bench-export: $(STAMP) ## official scan -> pyarrow -> Parquet vs jobs/export.py to Parquet, ~2.3 M rows (benchmarks/RESULTS.md)
+bench-export: $(STAMP) $(JARS_STAMP) ## official scan -> pyarrow -> Parquet vs jobs/export.py to Parquet, ~2.3 M rows (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_export.py
 
 package-jobs: $(WHEEL_STAMP) ## build the slatelib wheel into dist/ (what nodes install; the packed env holds it too)

@@ -159,6 +159,10 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
         "spark_conf": Param({}, type="object", description="extra Spark properties"),
         "python": Param("", type="string", description=(
             "the driver's Python; empty: <project_dir>/.venv/bin/python if present")),
+        "jars": Param(JARS_AUTO, type="string", description=(
+            "jars for spark-submit's --jars: auto (the export's: the checkout's fetched "
+            "Delta jars from make jars, and the S3A ones for an s3:// target), a comma-"
+            "separated list of paths, or empty for none (spark_submit_args --packages ...)")),
         "executor_env": Param(EXECUTOR_ENV, type="string", description=(
             "packed venv for the executors (make package-executor-env), relative to "
             "project_dir; empty: executors use the driver's Python (local masters, or "
@@ -192,6 +196,44 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
             "keep the JSON reports here; empty: a temporary file (the report is in XCom)")),
     })
     return params
+
+
+JARS_AUTO = "auto"
+JARS_LOCK = "slatelib/spark/jars.lock"
+JOB_JAR_FEATURES = {"export": ("delta",)}
+"""Per job, the jar features (slatelib/spark/jars.lock) spark-submit needs; s3a is added for
+an S3 target."""
+
+
+def job_jars(project: Path, job: str, argv: list[str], given: str) -> list[str]:
+    """The ``--jars`` of a run: ``given`` (a comma list), none when it is empty, else
+    (``auto``) the checkout's fetched jars of the job's features (``build/jars``, from
+    ``make jars``), with the S3A ones when ``--to`` is on S3. A missing jar is an error that
+    says to run ``make jars``."""
+    if given != JARS_AUTO:
+        return [j.strip() for j in given.split(",") if j.strip()]
+    features = set(JOB_JAR_FEATURES.get(job, ()))
+    if not features:
+        return []
+    to = argv[argv.index("--to") + 1] if "--to" in argv[:-1] else ""
+    if to.startswith(("s3://", "s3a://")):
+        features.add("s3a")
+    lock = project / JARS_LOCK
+    if not lock.is_file():
+        return []
+    out: list[str] = []
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) != 3 or fields[2] not in features:
+            continue
+        _, artifact, version = fields[0].split(":")
+        path = project / "build" / "jars" / f"{artifact}-{version}.jar"
+        if not path.is_file():
+            raise AirflowFailException(
+                f"{path} is missing: run `make jars` in {project}, or trigger with "
+                '"jars": "" and pass --packages in spark_submit_args')
+        out.append(str(path))
+    return out
 
 
 def _under(project: Path, path: str) -> str:
@@ -268,8 +310,9 @@ def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: b
             raise AirflowFailException(
                 f"executor environment {env} is missing: run `make package-executor-env` in "
                 f"{project}, or trigger with executor_env \"\" for a local master")
+    jars = job_jars(project, job, argv, str(params.get("jars", JARS_AUTO) or ""))
     return {"project_dir": str(project), "application": str(application), "argv": argv,
-            "python": python, "executor_env": env}
+            "python": python, "executor_env": env, "jars": jars}
 
 
 def _plan_callable(job: str, own_args: ArgsFn, selection: bool, task_id: str,
@@ -349,6 +392,8 @@ class SlatelibBashOperator(_JobTask, BashOperator):
             cmd += ["--conf", f"{key}={value}"]
         if plan["executor_env"]:
             cmd += ["--archives", plan["executor_env"] + "#env"]
+        if plan.get("jars"):
+            cmd += ["--jars", ",".join(plan["jars"])]
         cmd += [plan["application"], *plan["argv"], "--report", path]
         self.bash_command = shlex.join(cmd)
         self.cwd = str(project)
@@ -399,6 +444,8 @@ if SparkSubmitOperator is not None:
             self.conf = {**(self.conf or {}), **_spark_conf(plan, params)}
             if plan["executor_env"]:
                 self._archives = plan["executor_env"] + "#env"
+            if plan.get("jars"):
+                self.jars = ",".join(plan["jars"])
             self._conn_id = params.get("spark_conn_id") or "spark_default"
             self.env_vars = {**(self.env_vars or {}), **_driver_env(plan)}
             self._hook = None

@@ -104,13 +104,15 @@ def pg_server() -> Iterator[PgServer]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that needs Spark (tests/spark, and the
-    data source's interop tests in tests/interop); never start another."""
+    data source's interop tests in tests/interop); never start another. It has the
+    fetched Delta and S3A jars (make jars), as a job writing to an S3 target would."""
     from slatelib.spark.session import build_spark
 
     session = build_spark(
         "slatelib-tests",
         master="local[2]",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        jars=("delta", "s3a"),
     )
     yield session
     session.stop()

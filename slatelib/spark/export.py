@@ -128,13 +128,9 @@ class ExportArgs:
 
 def delta_spark_available(spark: SparkSession) -> bool:
     """Whether delta-spark's classes are on the driver's classpath."""
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing class
-        return False
-    return True
+    from slatelib.spark.jars import feature_loaded
+
+    return feature_loaded(spark.sparkContext._jvm, "delta")
 
 
 class _Run:

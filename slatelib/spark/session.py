@@ -28,17 +28,27 @@ stdout carries the JSON report alone.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slatelib.config import SparkSettings, env_file_variables
+from slatelib.spark.jars import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    feature_loaded,
+    local_jars,
+    with_jars,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 LOG4J_CONF = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
 """The shipped log4j2 file of a checkout (``conf/`` beside ``slatelib/``; absent in a wheel)."""
@@ -214,7 +224,8 @@ def session_conf(app_name: str, *, conf: dict[str, str] | None = None,
 
 def build_spark(app_name: str, *, master: str | None = None,
                 conf: dict[str, str] | None = None, settings: SparkSettings | None = None,
-                submit_args: list[str] | None = None) -> SparkSession:
+                submit_args: list[str] | None = None,
+                jars: Sequence[str] = ("delta",)) -> SparkSession:
     """A SparkSession for ``app_name``: the driver JVM is started (:func:`start_driver_jvm`,
     with ``--master master`` and ``submit_args`` as launch options) or, under spark-submit,
     attached to; what it was given wins, and :func:`session_conf` fills in the rest.
@@ -225,16 +236,26 @@ def build_spark(app_name: str, *, master: str | None = None,
     virtualenv: right for local masters and for nodes that have it at the same path).
     Spark logs warnings and errors only, unless ``SLATELIB_SPARK_LOG_LEVEL`` or ``[spark]
     log_level`` says otherwise, or a ``spark.log.level`` or log4j configuration is given
-    (module docstring)."""
+    (module docstring).
+
+    ``jars``: the features of :mod:`slatelib.spark.jars` (``delta``, ``s3a``) whose fetched
+    jars a JVM started here gets (``--jars``, merged with any given); under spark-submit,
+    only its own ``--jars``/``--packages`` count. When delta-spark's classes load, Delta's
+    session extension and catalog are added (:func:`delta_conf`)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     st = settings or SparkSettings()
     if submit_args is None:
         submit_args = shlex.split(os.environ.get(SUBMIT_ARGS_ENV, ""))
     launch = (["--master", master] if master else []) + list(submit_args)
+    if not launched_by_spark_submit() and SparkContext._gateway is None:
+        launch = launch_jars(launch, jars)
     started = start_driver_jvm(launch, settings=st)
     submitted = submitted_conf()
     merged = session_conf(app_name, conf=conf, settings=st, submitted=submitted)
+    if feature_loaded(SparkContext._jvm, "delta"):
+        merged.update(delta_conf({**merged, **submitted}))
     if master and not started and not launched_by_spark_submit():
         merged["spark.master"] = master  # the JVM ran already (another session of this process)
     effective = {**merged, **submitted}
@@ -256,6 +277,39 @@ def build_spark(app_name: str, *, master: str | None = None,
     if level:
         spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def launch_jars(launch: list[str], features: Sequence[str],
+                environ: Mapping[str, str] | None = None) -> list[str]:
+    """``launch`` with the fetched jars of ``features`` added (:func:`slatelib.spark.jars.
+    with_jars`: one ``--jars`` naming the user's jars, from ``launch`` and
+    ``PYSPARK_SUBMIT_ARGS``, and ours). A feature whose jars are not all fetched adds none
+    (``make jars``); what that means is decided where the feature is used (the export falls
+    back to delta-rs, or refuses an S3 target)."""
+    env = os.environ if environ is None else environ
+    paths: list[Path] = []
+    for feature in features:
+        found = local_jars([feature])
+        if found.complete:
+            paths.extend(found.paths)
+        else:
+            log.debug("jars of %s not fetched (missing %s): run make jars", feature,
+                      ", ".join(j.filename for j in found.missing))
+    given = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
+    return with_jars(launch, paths, given)
+
+
+def delta_conf(effective: Mapping[str, str]) -> dict[str, str]:
+    """What Delta needs in a session, given what is set already (``effective``): its SQL
+    extension added to ``spark.sql.extensions`` (kept with any others), and its catalog as
+    ``spark_catalog`` unless another catalog is configured there."""
+    out: dict[str, str] = {}
+    extensions = [e for e in effective.get("spark.sql.extensions", "").split(",") if e.strip()]
+    if DELTA_EXTENSION not in (e.strip() for e in extensions):
+        out["spark.sql.extensions"] = ",".join([*extensions, DELTA_EXTENSION])
+    if not effective.get("spark.sql.catalog.spark_catalog"):
+        out["spark.sql.catalog.spark_catalog"] = DELTA_CATALOG
+    return out
 
 
 def spark_facts(spark: SparkSession) -> dict[str, Any]:

@@ -64,3 +64,36 @@ def test_database_and_target_from_variables_else_a_clean_skip(
         args_for(monkeypatch)
     with pytest.raises(SkipRun):
         args_for(monkeypatch, db="s3://b/db")
+
+
+def _plan(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> tuple[dict[str, Any], Any]:
+    dag, common, module = load_dag(monkeypatch, DAG_FILE)
+    return plan(dag, common, module.export_args, job="export", selection=False,
+                **overrides), common
+
+
+def test_spark_submit_gets_the_fetched_delta_jars_and_s3a_only_for_an_s3_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.spark import jars
+
+    local, _ = _plan(monkeypatch, db="file:///d/db", to="file:///t")
+    delta = [str(ROOT / "build" / "jars" / j.filename) for j in jars.select(["delta"])]
+    assert local["jars"] == delta and all(ROOT.joinpath(p).is_file() for p in delta)
+    on_s3, _ = _plan(monkeypatch, db="s3://b/db", to="s3a://lake/t")
+    assert on_s3["jars"] == [str(ROOT / "build" / "jars" / j.filename)
+                             for j in jars.select(["delta", "s3a"])]
+    none, _ = _plan(monkeypatch, db="file:///d/db", to="file:///t", jars="")
+    assert none["jars"] == []
+    given, _ = _plan(monkeypatch, db="file:///d/db", to="file:///t", jars="/a.jar, /b.jar")
+    assert given["jars"] == ["/a.jar", "/b.jar"]
+
+
+def test_a_jar_not_fetched_fails_the_plan_saying_make_jars(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "export.py").write_text("")
+    (tmp_path / "slatelib" / "spark").mkdir(parents=True)
+    (tmp_path / "slatelib" / "spark" / "jars.lock").write_text(
+        (ROOT / "slatelib" / "spark" / "jars.lock").read_text())
+    with pytest.raises(Exception, match="is missing: run `make jars`"):
+        _plan(monkeypatch, db="file:///d/db", to="file:///t", project_dir=str(tmp_path))
