@@ -132,7 +132,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             s3_access()
 
     return run_main(args, "slatelib-export", run, needs_spark=True, headline=headline,
-                    precheck=precheck)
+                    precheck=precheck, jars=export_jars(args.to))
+
+
+def export_jars(to: str) -> tuple[str, ...]:
+    """The jar features an export to ``to`` needs: Delta's, and S3A's for an S3 target
+    (only then: every executor fetches the 690 MB AWS bundle)."""
+    try:
+        return ("delta", "s3a") if is_s3_target(to) else ("delta",)
+    except InvalidArgumentError:
+        return ("delta",)  # a malformed URL: refused before Spark starts
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.objstore.backends import S3Access
 from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.s3_target import split_s3_target
+from slatelib.spark.jars import class_loadable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,10 +54,11 @@ GLOBAL_KEYS = {"fs.s3.impl": S3A_FILESYSTEM,
 REQUIRED_CLASSES = (S3A_FILESYSTEM, "software.amazon.awssdk.services.s3.S3Client")
 """hadoop-aws's file system and the AWS SDK v2 it needs (the bundle jar)."""
 JARS_HINT = (
-    "add the S3A jars matching Spark's Hadoop 3.5.0: spark-submit --jars "
-    "hadoop-aws-3.5.0.jar,bundle-2.35.4.jar,analyticsaccelerator-s3-1.3.1.jar (or "
-    "--packages org.apache.hadoop:hadoop-aws:3.5.0); slate-spark adds them itself from "
-    "build/jars (make jars)")
+    "add the S3A jars of Spark's Hadoop 3.5.0 (slatelib/spark/jars.lock): spark-submit --jars "
+    "hadoop-aws-3.5.0.jar,bundle-2.35.4.jar,analyticsaccelerator-s3-1.3.1.jar, i.e. --jars "
+    "$(python -m slatelib.spark.jars print --features delta,s3a), or --packages "
+    "org.apache.hadoop:hadoop-aws:3.5.0; slate-spark and python jobs/export.py add them "
+    "themselves once `make jars` fetched them")
 
 
 def s3a_options(access: S3Access) -> dict[str, str]:
@@ -151,8 +153,8 @@ def configure_s3a_target(spark: SparkSession, uri: str) -> dict[str, str]:
         return {}
     jsc = spark.sparkContext._jsc
     assert jsc is not None
+    require_s3a(lambda name: class_loadable(spark.sparkContext._jvm, name), uri)
     hconf = jsc.hadoopConfiguration()
-    require_s3a(lambda name: hconf.getClassByNameOrNull(name) is not None, uri)
     bucket = parts[0]
     given = {k: "" for k in keys_to_check(bucket) if _is_set(hconf, k)}
     conf = s3a_conf(s3_access(), bucket, given)

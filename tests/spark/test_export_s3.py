@@ -18,35 +18,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from deltalake import DeltaTable
 
 from jobs.export import build_parser, main, run
 from slatelib.config import Settings
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
-from tests.interop.official import (
-    DbSettings,
-    Delete,
-    Model,
-    OfficialAdmin,
-    OfficialDb,
-    OfficialReader,
-    Put,
-    s3_store,
+from tests.export_s3_support import (
+    Source,
+    all_keys,
+    data_files,
+    deltars_rows,
+    env_vars,
+    live_files_of,
 )
-from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Bucket, create_bucket
+from tests.interop.official import OfficialAdmin
+from tests.s3_server import S3Bucket, create_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "secret-marker-5b7e0c"
 """A secret key only the env file has (the test server does not check signatures)."""
-
-
-def env_vars(endpoint: str) -> dict[str, str]:
-    return {"SLATELIB_S3_ENDPOINT": endpoint, "SLATELIB_S3_REGION": REGION,
-            "SLATELIB_S3_ACCESS_KEY_ID": ACCESS_KEY, "SLATELIB_S3_SECRET_ACCESS_KEY": SECRET_KEY}
 
 
 @pytest.fixture
@@ -72,34 +64,6 @@ def target(moto_endpoint: str) -> S3Bucket:
     return create_bucket(moto_endpoint)
 
 
-class Source:
-    """A database written by official 0.17 in its own bucket, and its expected content."""
-
-    def __init__(self, bucket: S3Bucket) -> None:
-        self.bucket, self.model = bucket, Model()
-        self.url = f"s3://{bucket.name}/tenant/db"
-
-    def official(self) -> Any:
-        return s3_store(self.bucket.name, endpoint=self.bucket.endpoint)
-
-    def write(self, round_: int, *, keys: int = 300) -> None:
-        """Puts, overwrites and deletes: one L0, then rows left in the WAL only."""
-        with OfficialDb.open(self.official(), "tenant/db", DbSettings(compactor=False),
-                             model=self.model) as db:
-            ops: list[Any] = [Put(b"key:%05d" % i, b"r%d.%d" % (round_, i))
-                              for i in range(round_, keys, 1 + round_)]
-            ops += [Delete(b"key:%05d" % i) for i in range(round_ * 7, keys, 11)]
-            db.write(ops[: len(ops) // 2])
-            db.flush_memtable()
-            db.write(ops[len(ops) // 2:])
-            db.flush_wal()
-
-    def at(self, checkpoint: str) -> dict[bytes, bytes]:
-        """The official reader's view of ``checkpoint``."""
-        with OfficialReader.open(self.official(), "tenant/db", checkpoint=checkpoint) as r:
-            return dict(r.scan())
-
-
 @pytest.fixture
 def source(moto_endpoint: str) -> Source:
     src = Source(create_bucket(moto_endpoint))
@@ -112,55 +76,11 @@ def export(spark: Any, db: str, to: str, *argv: str) -> tuple[dict[str, Any], in
     return run(spark, Settings(), args)
 
 
-def client(endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
-                        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-
-
-def data_files(bucket: S3Bucket, prefix: str) -> dict[str, int]:
-    """Every visible ``*.parquet`` object below ``prefix`` (as readers see the data: no
-    ``_delta_log/``, no hidden folder), by key, with its size, from a boto3 listing."""
-    out: dict[str, int] = {}
-    pages = client(bucket.endpoint).get_paginator("list_objects_v2").paginate(
-        Bucket=bucket.name, Prefix=prefix.rstrip("/") + "/")
-    for page in pages:
-        for obj in page.get("Contents", []):
-            rel = obj["Key"][len(prefix.rstrip("/")) + 1:]
-            if rel.endswith(".parquet") and not any(
-                    p.startswith(("_", ".")) for p in rel.split("/")):
-                out[rel] = int(obj["Size"])
-    return out
-
-
-def all_keys(bucket: S3Bucket) -> list[str]:
-    pages = client(bucket.endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket.name)
-    return [o["Key"] for page in pages for o in page.get("Contents", [])]
-
-
-def deltars_rows(bucket: S3Bucket, path: str) -> dict[bytes, bytes]:
-    """The table as delta-rs reads it, with storage options written out here."""
-    options = {"AWS_ENDPOINT_URL": bucket.endpoint, "AWS_ALLOW_HTTP": "true",
-               "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-               "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-    rows = DeltaTable(f"s3://{bucket.name}/{path}", storage_options=options
-                      ).to_pyarrow_table().to_pylist()
-    out = {r["key"]: r["value"] for r in rows}
-    assert len(out) == len(rows)
-    return out
-
-
 def spark_rows(spark: Any, uri: str, fmt: str) -> dict[bytes, bytes]:
     rows = spark.read.format(fmt).load(uri).collect()
     out = {bytes(r.key): bytes(r.value) for r in rows}
     assert len(out) == len(rows)
     return out
-
-
-def live_files_of(bucket: S3Bucket, path: str) -> set[str]:
-    options = {"AWS_ENDPOINT_URL": bucket.endpoint, "AWS_ALLOW_HTTP": "true",
-               "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-               "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-    return set(DeltaTable(f"s3://{bucket.name}/{path}", storage_options=options).files())
 
 
 @pytest.mark.usefixtures("s3_env")
@@ -221,7 +141,8 @@ def test_a_missing_target_bucket_is_refused_before_anything_is_written(
                           "delta")
     assert code == 2, report
     (entry,) = report["databases"]
-    assert "no-such-bucket-here" in entry["error"] and "does not exist" in entry["error"]
+    assert entry["error"]["type"] == "InvalidArgumentError"
+    assert "bucket 'no-such-bucket-here' does not exist" in entry["error"]["message"]
     assert all_keys(source.bucket) == before  # no checkpoint was made
 
 
