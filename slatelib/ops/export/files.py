@@ -1,7 +1,9 @@
 """The export target as files: what is there, and the Parquet files an export wrote.
 
-Targets are URLs that pyarrow's file systems open (``file:///...``, ``s3://bucket/...``, or a
-local path). Listing skips hidden and bookkeeping entries (names starting with ``_`` or
+Targets are URLs that pyarrow's file systems open (``file:///...`` or a local path), or S3
+targets (``s3://bucket/...``, ``s3a://bucket/...``), opened with pyarrow's S3 file system
+configured from the S3 settings of slatelib's own stores
+(:mod:`slatelib.ops.export.s3_target`); a missing bucket is refused by :func:`target_state`. Listing skips hidden and bookkeeping entries (names starting with ``_`` or
 ``.``: ``_delta_log/``, ``_SUCCESS``, Spark's ``_temporary/``), so the Parquet files found
 are the data files; their row counts come from the Parquet footers.
 
