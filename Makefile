@@ -196,6 +196,7 @@ package-jobs: $(WHEEL_STAMP) ## build the slatelib wheel into dist/ (what nodes 
 
 $(WHEEL_STAMP): $(STAMP) $(PACKAGE_SOURCES)
 	@mkdir -p dist build && rm -f dist/slatelib-*.whl
+	@rm -rf build/lib build/lib.* build/bdist.*  # setuptools reuses build/lib: a module deleted from the sources would ship
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	@touch $(WHEEL_STAMP)
 
