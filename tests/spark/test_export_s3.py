@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,10 @@ import pytest
 
 from jobs.export import build_parser, main, run
 from slatelib.config import Settings
+from slatelib.errors import InvalidArgumentError
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
+from slatelib.spark.jars import class_loadable
+from slatelib.spark.s3a import configure_s3a_target, require_s3a
 from tests.export_s3_support import (
     Source,
     all_keys,
@@ -185,3 +189,31 @@ def test_the_job_with_credentials_in_an_env_file_only(
     landed = data_files(target, "lake/job")
     assert entry["files"] == len(landed) and entry["bytes"] == sum(landed.values())
     assert MARKER not in done.stdout + done.stderr  # the secret is never printed
+
+
+def test_s3a_is_found_in_the_session_and_a_missing_class_is_refused_naming_the_jars(
+        spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    require_s3a(lambda name: class_loadable(jvm, name), "s3://lake/t")  # the session has them
+    with pytest.raises(InvalidArgumentError, match=r"not on the driver's class path.*--jars"):
+        require_s3a(lambda name: class_loadable(jvm, name + "Missing"), "s3://lake/t")
+
+
+@pytest.mark.usefixtures("s3_env")
+def test_what_the_session_already_sets_for_s3a_wins_over_the_derived_properties(
+        spark: Any, moto_endpoint: str) -> None:
+    bucket = f"given-{uuid.uuid4().hex[:8]}"
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    hconf.set(f"fs.s3a.bucket.{bucket}.endpoint", "http://given.example:9000")
+    hconf.set(f"fs.s3a.bucket.{bucket}.aws.credentials.provider", "given.Provider")
+    shown = configure_s3a_target(spark, f"s3a://{bucket}/t")
+    assert hconf.get(f"fs.s3a.bucket.{bucket}.endpoint") == "http://given.example:9000"
+    assert hconf.get(f"fs.s3a.bucket.{bucket}.aws.credentials.provider") == "given.Provider"
+    assert hconf.get(f"fs.s3a.bucket.{bucket}.access.key") is None  # credentials: a group
+    # Hadoop's own defaults (core-default.xml: path.style.access false) do not count as given
+    assert hconf.get(f"fs.s3a.bucket.{bucket}.path.style.access") == "true"
+    assert hconf.get(f"fs.s3a.bucket.{bucket}.endpoint.region") == "us-east-1"
+    assert set(shown) == {f"fs.s3a.bucket.{bucket}.{o}" for o in (
+        "connection.ssl.enabled", "path.style.access", "endpoint.region")} | {
+        k for k in ("fs.s3.impl", "fs.AbstractFileSystem.s3.impl") if k in shown}
+    assert configure_s3a_target(spark, "file:///tmp/t") == {}
