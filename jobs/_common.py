@@ -20,7 +20,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,11 +235,12 @@ JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int
 
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,
              precheck: Callable[[Settings], None] | None = None,
-             headline: Headline | None = None) -> int:
+             headline: Headline | None = None, jars: Sequence[str] = ("delta",)) -> int:
     """What every job's ``main`` does: logging, settings (and ``precheck``) before Spark
     starts, ``run(spark, settings, args)``, the report on stdout with ``seconds`` the wall
     time since ``main`` started (Spark's start-up included), and the ``headline`` last on
-    stderr. Returns the exit code (2 for invalid input, printed to stderr)."""
+    stderr. ``jars``: the jar features Spark is built with (:func:`slatelib.spark.session.
+    build_spark`). Returns the exit code (2 for invalid input, printed to stderr)."""
     started = time.monotonic()
     from slatelib.spark.session import separate_stderr
 
@@ -255,7 +256,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     if needs_spark:
         from slatelib.spark.session import build_spark
 
-        spark = build_spark(app_name, settings=settings.spark)
+        spark = build_spark(app_name, settings=settings.spark, jars=jars)
     try:
         report, code = run(spark, settings, args)
         if spark is not None:

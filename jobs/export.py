@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import DbTarget, add_common_args, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
+from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report
+from slatelib.ops.export.s3_target import is_s3_target
 from slatelib.spark.isolation import run_isolated
 
 if TYPE_CHECKING:
@@ -127,9 +129,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     def precheck(settings: Settings) -> None:
         export_args(args, settings.object_store.wal_store)
+        if is_s3_target(args.to):  # malformed S3 settings: refused before Spark starts
+            s3_access()
 
     return run_main(args, "slatelib-export", run, needs_spark=True, headline=headline,
-                    precheck=precheck)
+                    precheck=precheck, jars=export_jars(args.to))
+
+
+def export_jars(to: str) -> tuple[str, ...]:
+    """The jar features an export to ``to`` needs: Delta's, and S3A's for an S3 target
+    (only then: every executor fetches the 690 MB AWS bundle)."""
+    try:
+        return ("delta", "s3a") if is_s3_target(to) else ("delta",)
+    except InvalidArgumentError:
+        return ("delta",)  # a malformed URL: refused before Spark starts
 
 
 if __name__ == "__main__":

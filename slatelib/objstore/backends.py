@@ -62,6 +62,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -347,6 +348,74 @@ def check_s3_config(config: Mapping[str, str], sources: Mapping[str, str]) -> di
                 out["allow_http"] = "true"
                 allow_http = True
     return out
+
+
+AWS_CREDENTIAL_ENV = {
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+}
+"""The standard AWS variables, the last static credentials :func:`resolve_s3_access` takes."""
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """How a client other than slatelib's own stores (Spark's S3A, pyarrow, delta-rs) reaches
+    S3 the way :func:`open_s3` would: the resolved endpoint, region, HTTP and addressing
+    style, and static credentials if any (hidden from ``repr``; never log them).
+
+    ``virtual_hosted_style`` is None when nothing set it (slatelib's stores then use path
+    style); ``credentials_from`` names where the credentials came from (``store options``,
+    ``SLATELIB_S3_*``, ``AWS_*``) or is ``""`` when there are none: the client's own
+    default chain (instance roles, web identity...) applies."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    allow_http: bool = False
+    virtual_hosted_style: bool | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    credentials_from: str = ""
+
+
+def resolve_s3_access(options: Mapping[str, str], environ: Mapping[str, str],
+                      defaults: Mapping[str, str] | None = None) -> S3Access:
+    """The S3 settings of :func:`open_s3` for other clients: the options, then the
+    environment, then ``defaults`` (``[object_store]``), as :func:`resolve_s3_options` and
+    :func:`check_s3_config` resolve and check them; credentials from the options, else
+    ``SLATELIB_S3_*``, else ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+    ``AWS_SESSION_TOKEN`` (which obstore's chain would read too), else none. Pure.
+
+    Raises:
+        InvalidArgumentError: a malformed or inconsistent option, or a key id without its
+            secret (or the reverse).
+    """
+    config, creds = resolve_s3_options(options, environ, defaults)
+    config = check_s3_config(config, s3_option_sources(options, environ, defaults))
+    source = ""
+    if creds is not None:
+        source = ("store options" if options.get("access_key_id") or
+                  options.get("secret_access_key") else "SLATELIB_S3_*")
+    else:
+        key_id, secret = (environ.get(AWS_CREDENTIAL_ENV[k]) for k in
+                          ("access_key_id", "secret_access_key"))
+        if key_id or secret:
+            if not (key_id and secret):
+                raise InvalidArgumentError(
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together")
+            creds = (key_id, secret, environ.get(AWS_CREDENTIAL_ENV["session_token"]) or None)
+            source = "AWS_*"
+    endpoint = next((config[k] for k in S3_ENDPOINT_KEYS if config.get(k)), None)
+    vhost = config.get("virtual_hosted_style_request")
+    return S3Access(
+        endpoint=endpoint.rstrip("/") if endpoint else None, region=config.get("region"),
+        allow_http=as_bool("allow_http", config.get("allow_http", "false")),
+        virtual_hosted_style=None if vhost is None else as_bool(
+            "virtual_hosted_style_request", vhost),
+        access_key_id=creds[0] if creds else None,
+        secret_access_key=creds[1] if creds else None,
+        session_token=creds[2] if creds else None, credentials_from=source)
 
 
 def _static_credentials(creds: tuple[str, str, str | None]) -> Callable[[], S3Credential]:

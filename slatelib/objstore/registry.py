@@ -32,11 +32,13 @@ from slatelib.config import ObjectStoreSettings
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.objstore.backends import (
     CONF_STORE_KEYS,
+    S3Access,
     as_bool,
     open_file,
     open_from_url,
     open_memory,
     open_s3,
+    resolve_s3_access,
 )
 from slatelib.objstore.cas_records import check_cas_url, open_cas_backend
 from slatelib.objstore.no_conditional import NoConditionalWritesStore
@@ -121,6 +123,18 @@ def generic_option_defaults(environ: Mapping[str, str]) -> dict[str, str]:
 def store_defaults(scheme: str) -> dict[str, str]:
     """The registered ``[object_store]`` defaults for ``scheme``, as store options."""
     return dict(_store_defaults.get(scheme, {}))
+
+
+def s3_access(**options: OptionValue) -> S3Access:
+    """How other clients (Spark's S3A, pyarrow, delta-rs) reach S3 as :func:`open_store`
+    would for an ``s3://`` URL with these ``options``: then the environment, then the
+    registered ``[object_store]`` settings (:func:`slatelib.objstore.backends.resolve_s3_access`).
+
+    Raises:
+        InvalidArgumentError: a malformed or inconsistent option or variable.
+    """
+    opts = {k: option_to_str(k, v) for k, v in options.items()}
+    return resolve_s3_access(opts, os.environ, store_defaults("s3"))
 
 
 DEFAULT_ATTEMPTS = 5
@@ -266,4 +280,4 @@ register_opener(open_spec)
 __all__ = ["BACKENDS", "CAS_ENV", "DEFAULT_ATTEMPTS", "GENERIC_OPTIONS", "Backend",
            "conf_store_defaults", "generic_option_defaults", "open_raw_store",
            "open_raw_store_with", "open_spec", "open_store", "resolve_store",
-           "set_store_defaults", "store_defaults", "with_retries", "with_wal_store"]
+           "s3_access", "set_store_defaults", "store_defaults", "with_retries", "with_wal_store"]

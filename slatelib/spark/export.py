@@ -72,6 +72,7 @@ from slatelib.spark import delta_spark, register
 from slatelib.spark.datasource import planned_frame
 from slatelib.spark.executors import on_executors
 from slatelib.spark.options import split_db
+from slatelib.spark.s3a import configure_s3a_target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -232,6 +233,7 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     """
     args.check()
     register(spark)
+    configure_s3a_target(spark, args.to)  # an S3 target: S3A loadable and configured
     started = time.monotonic()
     rss_at_start = driver_rss_bytes()
     writer = _writer(spark, args)

@@ -19,7 +19,7 @@ from slatedb.uniffi import FlushOptions, FlushType
 from slatelib.config import CompactionSettings, Settings
 from slatelib.ops.compaction import run_compaction
 from tests.cluster.data import Db, l0_count, official_store, sorted_runs, write_official
-from tests.cluster.harness import Cluster
+from tests.cluster.harness import ACCESS_KEY, REGION, SECRET_KEY, Cluster
 from tests.interop.official import DbSettings, OfficialDb, Put, run, to_batch
 
 
@@ -45,6 +45,9 @@ class Case:
     check: Callable[[Ctx, dict[str, Any]], None]
     finish: Callable[[Ctx], None] = lambda ctx: None
     """Runs after the job, before ``check`` (e.g. stop a writer)."""
+    submit: Callable[[Ctx], list[str]] = lambda ctx: []
+    """spark-submit options the case needs besides the tier's own (e.g. its ``--jars``);
+    ``slate-spark`` and the DAGs add the jars a job needs themselves."""
 
 
 def _nothing(ctx: Ctx) -> None:
@@ -194,6 +197,59 @@ def _export(fmt: str) -> Case:
         check=check)
 
 
+def _s3_target(ctx: Ctx) -> str:
+    return f"s3://{ctx.extra['lake']}/lake/t"
+
+
+def _lake_prepare(ctx: Ctx) -> None:
+    ctx.extra["lake"] = ctx.cluster.new_bucket()  # not the database's bucket
+
+
+def _export_s3_check(ctx: Ctx, report: dict[str, Any]) -> None:
+    """The table in the lake bucket, read by delta-rs with its own storage options, holds
+    what the official writer wrote; the report's files and bytes are what landed there."""
+    import boto3
+    from deltalake import DeltaTable
+
+    entry = _one_db(report)
+    assert entry["writer"] == "delta-spark", entry  # Spark's own writer, through S3A
+    c = ctx.cluster
+    table = DeltaTable(_s3_target(ctx), storage_options={
+        "AWS_ENDPOINT_URL": c.s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+    rows = table.to_pyarrow_table().to_pylist()
+    got = {row["key"]: row["value"] for row in rows}
+    assert len(got) == len(rows) == entry["rows"] and got == ctx.db.model.live()
+    s3 = boto3.client("s3", endpoint_url=c.s3_endpoint, region_name=REGION,
+                      aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+    listed = s3.list_objects_v2(Bucket=ctx.extra["lake"], Prefix="lake/t/")["Contents"]
+    data = {o["Key"]: o["Size"] for o in listed if o["Key"].endswith(".parquet")
+            and "/_delta_log/" not in o["Key"]}
+    live = {u.removeprefix(f"s3://{ctx.extra['lake']}/") for u in table.file_uris()}
+    assert set(data) == live and entry["files"] == len(live)
+    assert entry["bytes"] == sum(data.values())
+
+
+def _s3a_jars(ctx: Ctx) -> list[str]:
+    """spark-submit's ``--jars`` for a Delta export to S3 (the README's line: the fetched
+    Delta and S3A jars); only this case carries the 690 MB AWS bundle."""
+    from slatelib.spark.jars import local_jars
+
+    found = local_jars(["delta", "s3a"])
+    assert found.complete, f"missing jars {found.missing}: run make jars"
+    return ["--jars", ",".join(str(p) for p in found.paths)]
+
+
+EXPORT_S3 = Case(
+    name="export-s3-delta", job="export", prepare=_lake_prepare,
+    args=lambda ctx: ["--db", ctx.db.url, "--to", _s3_target(ctx), "--format", "delta",
+                      "--mode", "overwrite", "--partitions", "4"],
+    dag=lambda ctx: ("slatelib_export", {"db": ctx.db.url, "to": _s3_target(ctx),
+                                         "format": "delta", "mode": "overwrite",
+                                         "partitions": 4}),
+    check=_export_s3_check, submit=_s3a_jars)
+
+
 # -- worker and service modes --------------------------------------------------------------
 def coordinator_settings() -> DbSettings:
     """An official writer whose compactor only schedules (``worker = null``), as soon as
@@ -310,7 +366,7 @@ SERVICE = Case(
 
 
 CASES = [_compact("l0"), _compact("size-tiered"), _compact("full"), GC, SPLIT, MERGE,
-         _export("parquet"), _export("delta"), WORKER, SERVICE]
+         _export("parquet"), _export("delta"), EXPORT_S3, WORKER, SERVICE]
 
 
 def new_ctx(cluster: Cluster, conf: Path, case: Case, way: str, work: Path) -> Ctx:

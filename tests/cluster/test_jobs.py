@@ -52,7 +52,8 @@ def job_args(cluster: Cluster, ctx: Ctx, case: Case) -> list[str]:
 def submit(cluster: Cluster, ctx: Ctx, case: Case, way: str) -> RunResult:
     args = job_args(cluster, ctx, case)
     if way == "spark-submit":
-        return cluster.run(cluster.spark_submit_argv(case.job, args, ship=ship(way, case)))
+        return cluster.run(cluster.spark_submit_argv(case.job, args, ship=ship(way, case),
+                                                     submit=case.submit(ctx)))
     return cluster.run(cluster.slate_spark_argv(case.job, args, ship=ship(way, case)))
 
 

@@ -10,6 +10,10 @@ makes the diff inexact, so it refuses. The pure parts (:func:`last_export` over 
 history, :func:`check_columns`, :func:`commit_report`) serve the delta-spark path too
 (:mod:`slatelib.spark.delta_spark`), whose commits and history are delta-spark's. Commits
 are single Delta transactions: files not yet committed are invisible to readers.
+
+Tables on S3 (``s3://``, ``s3a://``) are opened with the storage options of
+:func:`table_location` (the S3 settings of slatelib's own stores; commits by conditional
+put).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
 from slatelib.errors import InvalidArgumentError, InvalidDbStateError
+from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import CHANGE_COLUMN
 from slatelib.ops.export.files import DataFile
+from slatelib.ops.export.s3_target import as_s3_url, deltars_storage_options, is_s3_target
 
 MARK_KEY = "slatelib_export"
 NON_DATA_OPERATIONS = frozenset({
@@ -75,6 +81,30 @@ class ExportMark:
                           bool(mark.get("exact", False)))
 
 
+def table_location(uri: str) -> tuple[str, dict[str, str] | None]:
+    """``(table URI, storage options)`` for delta-rs: an S3 target as ``s3://`` with the
+    storage options of :func:`slatelib.ops.export.s3_target.deltars_storage_options`;
+    anything else as given, with delta-rs' defaults.
+
+    Raises:
+        InvalidArgumentError: a malformed S3 URL or S3 settings.
+    """
+    if not is_s3_target(uri):
+        return uri, None
+    return as_s3_url(uri), deltars_storage_options(s3_access())
+
+
+def open_table(uri: str) -> DeltaTable:
+    """The Delta table at ``uri`` (see :func:`table_location`).
+
+    Raises:
+        InvalidArgumentError: a malformed S3 URL or S3 settings.
+        TableNotFoundError (deltalake): no table there.
+    """
+    location, options = table_location(uri)
+    return DeltaTable(location, storage_options=options)
+
+
 def _props(mark: ExportMark) -> CommitProperties:
     return CommitProperties(custom_metadata={"userMetadata": mark.to_metadata()})
 
@@ -87,7 +117,7 @@ def last_export(uri: str, history: Iterable[dict[str, Any]] | None = None,
     Raises:
         InvalidDbStateError: no export commit, or a commit changing data came after it.
     """
-    commits = DeltaTable(uri).history() if history is None else history
+    commits = open_table(uri).history() if history is None else history
     for commit in commits:
         mark = ExportMark.from_metadata(commit.get("userMetadata"))
         if mark is not None:
@@ -108,7 +138,7 @@ def check_schema(uri: str, schema: pa.Schema) -> None:
     Raises:
         InvalidArgumentError: different column names or types.
     """
-    have = pa.schema(DeltaTable(uri).schema().to_arrow())  # arro3 -> pyarrow (C interface)
+    have = pa.schema(open_table(uri).schema().to_arrow())  # arro3 -> pyarrow (C interface)
     check_columns(uri, [(f.name, str(f.type).replace("large_", "").replace("_view", ""))
                         for f in have], schema)
 
@@ -183,13 +213,15 @@ def commit_files(uri: str, files: Sequence[DataFile], schema: pa.Schema, *, mode
         raise InvalidArgumentError(f"unknown export mode {mode!r}")
     actions = add_actions(files)
     if create:
-        create_table_with_add_actions(uri, DeltaSchema.from_arrow(schema), actions,
-                                      mode="error", commit_properties=_props(mark))
+        location, options = table_location(uri)
+        create_table_with_add_actions(location, DeltaSchema.from_arrow(schema), actions,
+                                      mode="error", storage_options=options,
+                                      commit_properties=_props(mark))
     else:
-        DeltaTable(uri).create_write_transaction(
+        open_table(uri).create_write_transaction(
             list(actions), mode=mode, schema=DeltaSchema.from_arrow(schema),
             commit_properties=_props(mark))
-    return int(DeltaTable(uri).version())
+    return int(open_table(uri).version())
 
 
 def _first_rows(changes: pa.RecordBatchReader) -> pa.RecordBatchReader | None:
@@ -222,13 +254,13 @@ def merge_changes(uri: str, changes: pa.Table | pa.RecordBatchReader, columns: S
         DeltaError (deltalake): the merge failed (nothing was committed).
         Exception: what reading ``changes`` raised (nothing was committed).
     """
-    dt = DeltaTable(uri)
+    dt = open_table(uri)
     reader = changes if isinstance(changes, pa.RecordBatchReader) else changes.to_reader()
     source = _first_rows(reader)
     if source is None:
         dt.create_write_transaction([], mode="append", schema=DeltaSchema.from_arrow(schema),
                                     commit_properties=_props(mark))
-        return int(DeltaTable(uri).version()), {"num_source_rows": 0}
+        return int(open_table(uri).version()), {"num_source_rows": 0}
     merge_source: pa.Table | pa.RecordBatchReader = (
         source if streamed_exec else source.read_all())
     others = [c for c in columns if c != "key"]
@@ -242,7 +274,7 @@ def merge_changes(uri: str, changes: pa.Table | pa.RecordBatchReader, columns: S
                              predicate=f"s.{CHANGE_COLUMN} = 'upsert'")
         .when_not_matched_insert(updates=every, predicate=f"s.{CHANGE_COLUMN} = 'upsert'")
         .execute())
-    return int(DeltaTable(uri).version()), metrics
+    return int(open_table(uri).version()), metrics
 
 
 def refuse_unless_delta(uri: str, state: str) -> None:

@@ -1,7 +1,9 @@
 """The export target as files: what is there, and the Parquet files an export wrote.
 
-Targets are URLs that pyarrow's file systems open (``file:///...``, ``s3://bucket/...``, or a
-local path). Listing skips hidden and bookkeeping entries (names starting with ``_`` or
+Targets are URLs that pyarrow's file systems open (``file:///...`` or a local path), or S3
+targets (``s3://bucket/...``, ``s3a://bucket/...``), opened with pyarrow's S3 file system
+configured from the S3 settings of slatelib's own stores
+(:mod:`slatelib.ops.export.s3_target`); a missing bucket is refused by :func:`target_state`. Listing skips hidden and bookkeeping entries (names starting with ``_`` or
 ``.``: ``_delta_log/``, ``_SUCCESS``, Spark's ``_temporary/``), so the Parquet files found
 are the data files; their row counts come from the Parquet footers.
 
@@ -23,6 +25,8 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from slatelib.errors import InvalidArgumentError, StorageError
+from slatelib.objstore.registry import s3_access
+from slatelib.ops.export.s3_target import split_s3_target, target_filesystem
 
 ABSENT = "absent"
 EMPTY = "empty"
@@ -47,11 +51,17 @@ class DataFile:
 
 
 def open_target(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The file system and root path of a target URL.
+    """The file system and root path of a target URL: an S3 target (``s3://``, ``s3a://``)
+    through pyarrow's S3 file system configured as slatelib's own S3 stores are
+    (:mod:`slatelib.ops.export.s3_target`), anything else as pyarrow opens it.
 
     Raises:
-        InvalidArgumentError: a URL pyarrow cannot open.
+        InvalidArgumentError: a URL pyarrow cannot open, or malformed S3 settings.
     """
+    s3 = split_s3_target(uri)
+    if s3 is not None:
+        bucket, key = s3
+        return target_filesystem(s3_access()), f"{bucket}/{key}".rstrip("/")
     try:
         fs, root = pafs.FileSystem.from_uri(uri)
     except (ValueError, OSError) as exc:
@@ -73,6 +83,7 @@ def target_state(uri: str) -> str:
     """
     fs, root = open_target(uri)
     try:
+        _check_bucket(uri, fs, root)
         info = fs.get_file_info(root)
         if info.type == pafs.FileType.NotFound:
             return ABSENT
@@ -85,6 +96,24 @@ def target_state(uri: str) -> str:
         raise StorageError(f"export target {uri!r}: {exc}") from exc
     visible = [e for e in entries if not e.base_name.startswith((".", "_"))]
     return EMPTY if not visible else OTHER
+
+
+def _check_bucket(uri: str, fs: pafs.FileSystem, root: str) -> None:
+    """Refuse an S3 target whose bucket is missing (the export would fail in Spark's
+    tasks, after the checkpoint was made).
+
+    Raises:
+        InvalidArgumentError: no such bucket.
+        OSError: the bucket cannot be read (e.g. access denied).
+    """
+    if not isinstance(fs, pafs.S3FileSystem):
+        return
+    bucket = root.split("/", 1)[0]
+    if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+        raise InvalidArgumentError(
+            f"export target {uri!r}: bucket {bucket!r} does not exist at the S3 endpoint "
+            "(SLATELIB_S3_ENDPOINT / AWS_ENDPOINT_URL / [object_store] endpoint): create it "
+            "first, or check --to")
 
 
 def parquet_files(uri: str, under: str = "") -> dict[str, DataFile]:

@@ -39,3 +39,11 @@ def test_main_exits_2_before_spark_starts(capsys: pytest.CaptureFixture[str]) ->
                  "--mode", "incremental"])
     assert code == 2
     assert "needs --format delta" in capsys.readouterr().err
+
+
+def test_only_an_s3_target_brings_the_s3a_jars() -> None:
+    from jobs.export import export_jars
+
+    assert export_jars("s3://lake/t") == export_jars("s3a://lake/t") == ("delta", "s3a")
+    assert export_jars("file:///lake/t") == export_jars("/lake/t") == ("delta",)
+    assert export_jars("s3:///t") == ("delta",)  # malformed: refused before Spark starts

@@ -228,3 +228,29 @@ def test_the_http_client_retries_are_settings_of_every_cloud_scheme() -> None:
     parsed = load_settings([], env={"SLATELIB_OBJECT_STORE__RETRY_TIMEOUT": "2min",
                                     "SLATELIB_OBJECT_STORE__MAX_RETRIES": "3"})
     assert (parsed.object_store.retry_timeout, parsed.object_store.max_retries) == (120.0, 3)
+
+
+def test_s3_access_for_other_clients_follows_the_stores_precedence() -> None:
+    from slatelib.objstore.backends import resolve_s3_access
+
+    env = {"SLATELIB_S3_ENDPOINT": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1",
+           "SLATELIB_S3_ACCESS_KEY_ID": "slate", "SLATELIB_S3_SECRET_ACCESS_KEY": "s1",
+           "AWS_ACCESS_KEY_ID": "aws", "AWS_SECRET_ACCESS_KEY": "s2"}
+    got = resolve_s3_access({}, env, {"region": "us-west-2", "virtual_hosted_style_request": "true"})
+    assert (got.endpoint, got.region, got.allow_http, got.virtual_hosted_style) == (
+        "http://127.0.0.1:9000", "eu-west-1", True, True)
+    assert (got.access_key_id, got.secret_access_key, got.credentials_from) == (
+        "slate", "s1", "SLATELIB_S3_*")
+    aws_only = {k: v for k, v in env.items() if not k.startswith("SLATELIB_S3_ACCESS")
+                and not k.startswith("SLATELIB_S3_SECRET")}
+    got = resolve_s3_access({}, {**aws_only, "AWS_SESSION_TOKEN": "t"})
+    assert (got.access_key_id, got.session_token, got.credentials_from) == ("aws", "t", "AWS_*")
+    assert got.virtual_hosted_style is None
+    got = resolve_s3_access({"access_key_id": "o", "secret_access_key": "p"}, env)
+    assert (got.access_key_id, got.credentials_from) == ("o", "store options")
+    none = resolve_s3_access({}, {})
+    assert (none.endpoint, none.access_key_id, none.credentials_from) == (None, None, "")
+    with pytest.raises(InvalidArgumentError, match="AWS_SECRET_ACCESS_KEY"):
+        resolve_s3_access({}, {"AWS_ACCESS_KEY_ID": "half"})
+    with pytest.raises(InvalidArgumentError, match="SLATELIB_S3_ENDPOINT"):
+        resolve_s3_access({}, {"SLATELIB_S3_ENDPOINT": "localhost:9000"})
