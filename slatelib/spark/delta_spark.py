@@ -50,6 +50,13 @@ SPARK_TO_ARROW_TYPES = {"binary": "binary", "string": "string", "bigint": "int64
 HISTORY_PAGES = (16, 1024, None)
 """How many of the newest commits :func:`history` reads at a time (None: all)."""
 
+MERGE_CONF = {"spark.sql.autoBroadcastJoinThreshold": "-1",
+              "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1"}
+"""Set for the export's ``MERGE`` only: no broadcast joins, so neither side of the merge's
+join is collected into the driver to be broadcast (with 3 M change rows and
+``spark.driver.memory=512m`` a broadcast build ran the driver JVM out of memory:
+benchmarks/RESULTS.md, "Export (Delta)"); the join shuffles and spills instead."""
+
 _COMMIT_LOCK = threading.Lock()
 
 
@@ -135,11 +142,13 @@ def columns(spark: SparkSession, uri: str) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def commit_settings(spark: SparkSession, mark: ExportMark) -> Iterator[None]:
-    """For the one Delta commit made inside: ``userMetadata`` = ``mark`` and empty commits
-    recorded (module docstring); the earlier values (normally none) are back afterwards,
-    also when the commit fails. Holds a process-wide lock meanwhile."""
-    wanted = {USER_METADATA_CONF: mark.to_metadata(), SKIP_EMPTY_COMMITS_CONF: "false"}
+def commit_settings(spark: SparkSession, mark: ExportMark,
+                    extra: dict[str, str] | None = None) -> Iterator[None]:
+    """For the one Delta commit made inside: ``userMetadata`` = ``mark``, empty commits
+    recorded (module docstring) and ``extra``; the earlier values (normally none) are back
+    afterwards, also when the commit fails. Holds a process-wide lock meanwhile."""
+    wanted = {USER_METADATA_CONF: mark.to_metadata(), SKIP_EMPTY_COMMITS_CONF: "false",
+              **(extra or {})}
     with _COMMIT_LOCK:
         before: dict[str, str | None] = {k: spark.conf.get(k, None) for k in wanted}
         try:
@@ -204,7 +213,8 @@ def merge(spark: SparkSession, changes: DataFrame, uri: str, columns: Sequence[s
           mark: ExportMark) -> dict[str, Any]:
     """Apply ``changes`` (``_change`` + the export's columns) with one Delta ``MERGE`` on
     ``key``, executed by Spark: ``delete`` rows delete, ``upsert`` rows update or insert. A
-    commit carrying ``mark`` is made even with no change. Returns that commit
+    commit carrying ``mark`` is made even with no change. Broadcast joins are off meanwhile
+    (:data:`MERGE_CONF`). Returns that commit
     (:func:`landed_commit`).
 
     Raises:
@@ -215,7 +225,7 @@ def merge(spark: SparkSession, changes: DataFrame, uri: str, columns: Sequence[s
     before = latest_version(spark, uri)
     others = [c for c in columns if c != "key"]
     every = {c: f"s.{c}" for c in columns}
-    with commit_settings(spark, mark):
+    with commit_settings(spark, mark, MERGE_CONF):
         (_table(spark, uri).alias("t")
          .merge(changes.alias("s"), "t.key = s.key")
          .whenMatchedDelete(f"s.{CHANGE_COLUMN} = 'delete'")
@@ -226,6 +236,6 @@ def merge(spark: SparkSession, changes: DataFrame, uri: str, columns: Sequence[s
     return landed_commit(spark, uri, mark, before)
 
 
-__all__ = ["SKIP_EMPTY_COMMITS_CONF", "USER_METADATA_CONF", "available", "columns",
+__all__ = ["MERGE_CONF", "SKIP_EMPTY_COMMITS_CONF", "USER_METADATA_CONF", "available", "columns",
            "commit_settings", "history", "landed_commit", "latest_version", "merge",
            "table_state", "write"]

@@ -189,3 +189,36 @@ def test_delta_writer_choice(spark: Any, tmp_path: Path, monkeypatch: pytest.Mon
     assert "io.delta.tables.DeltaTable is not on the driver's classpath" in \
         report["databases"][0]["error"]["message"]
     assert not (tmp_path / "forced").exists()
+
+
+def test_the_merge_runs_without_broadcast_joins_and_restores_the_sessions_setting(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.spark import delta_spark
+
+    store, db, to = f"file://{tmp_path}", f"file://{tmp_path}/db", f"{tmp_path}/delta"
+    use = ("--format", "delta", "--delta-writer", "delta-spark")
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(50):
+            w.put(b"k%04d" % i, b"v%d" % i)
+    report, code = export(spark, db, to, *use)
+    assert code == 0, report
+    with Db.open("db", store, writer_settings()) as w:
+        w.put(b"k0003", b"new")
+        w.delete(b"k0004")
+    seen: list[str | None] = []
+    real_table = delta_spark._table
+
+    def spying_table(session: Any, uri: str) -> Any:
+        seen.append(session.conf.get("spark.sql.autoBroadcastJoinThreshold", None))
+        return real_table(session, uri)
+
+    monkeypatch.setattr(delta_spark, "_table", spying_table)
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "12345")
+    try:
+        report, code = export(spark, db, to, *use, "--mode", "incremental")
+        assert code == 0, report
+        assert report["databases"][0]["changes"] == {"upserts": 1, "deletes": 1}
+        assert "-1" in seen  # the MERGE's table was opened with broadcast joins off
+        assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") == "12345"
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
