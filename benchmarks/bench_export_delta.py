@@ -33,15 +33,17 @@ local-cluster[2,1,1024]``: a driver JVM and two executor JVMs of one core and 1 
   ``bench-cp1`` (timed and measured too, reported as "full of cp1"), copied fresh for every
   run, then ``--mode incremental --checkpoint bench-cp2``: delta-spark's MERGE executed by
   Spark, or delta-rs' merge of the Spark-staged change rows in the Python driver;
-- incremental / delta-spark with ``spark.driver.memory=512m`` (in the first repeat only).
+- incremental / delta-spark with ``spark.driver.memory=512m`` (in the first repeat only, or
+  alone with ``--only incremental-512m``), once as is and once with broadcast joins off
+  (``spark.sql.autoBroadcastJoinThreshold=-1``).
 
 Times: the export alone (``run_export``), excluding the Spark session start (reported
 separately); rows/s are the rows the export read: the checkpoint's rows for full exports,
 the change rows for incremental ones (and ``base`` rows for the official re-export).
 
 Memory (Linux ``/proc``; a sampler thread in the run's process polls every 0.2 s the
-process tree below it): the Python driver's peak (``ru_maxrss``), the driver JVM's
-``VmHWM``, each executor JVM's ``VmHWM`` and each Python worker's ``VmHWM`` (the largest of
+process tree below it): the Python driver's ``VmHWM`` (its ``ru_maxrss`` is recorded too,
+but Linux carries a parent's over fork and exec), the driver JVM's ``VmHWM``, each executor JVM's ``VmHWM`` and each Python worker's ``VmHWM`` (the largest of
 each kind is reported), and the executor's sampled peak of JVM + Python workers' RSS taken
 together. In ``local[N]`` mode there are no executor JVMs (the driver JVM runs the tasks).
 
@@ -354,7 +356,9 @@ def sorted_pairs_of_parquet(path: Path) -> Any:
 def mem_mb(res: dict[str, Any]) -> dict[str, float]:
     m = res["memory"]
     roles = m["peak_by_role"]
-    return {"driver_python": round(m["driver_python_maxrss"] / MB),
+    # VmHWM, not ru_maxrss: Linux carries the parent's maxrss over fork + exec (this
+    # orchestrator grows to about 2 GB comparing tables), VmHWM belongs to the new image
+    return {"driver_python": round(roles.get("driver_python", 0) / MB),
             "driver_jvm": round(roles.get("driver_jvm", 0) / MB),
             "executor_jvm": round(roles.get("executor_jvm", 0) / MB),
             "python_worker": round(roles.get("python_worker", 0) / MB),
@@ -390,7 +394,7 @@ def full_runs(args: argparse.Namespace, results: dict[str, Any], rep: int) -> No
     out["rows"] = rows
     out["runs"]["official"].append(res)
     log_run(f"full {rep} official drain -> Parquet", res, rows)
-    pq_out.unlink()
+    pq_out.unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)
     for writer in ("delta-spark", "delta-rs"):
         root = fresh_copy(src, "xdelta-full-db")
@@ -410,7 +414,8 @@ def incremental_runs(args: argparse.Namespace, results: dict[str, Any], rep: int
     src, info = cached_incremental_db(args.base, args.changes, args.seed)
     out = results.setdefault("incremental", {
         "info": info, "db_mb": round(db_bytes(src) / MB, 1), "base_tables": {},
-        "runs": {"official": [], "delta-spark": [], "delta-rs": [], "delta-spark-512m": []}})
+        "runs": {"official": [], "delta-spark": [], "delta-rs": [], "delta-spark-512m": [],
+                 "delta-spark-512m-nobroadcast": []}})
     root = SCRATCH / "xdelta-incr-db"  # one path: the table's export mark names the database
 
     def fresh_db() -> None:
@@ -418,13 +423,15 @@ def incremental_runs(args: argparse.Namespace, results: dict[str, Any], rep: int
         shutil.copytree(src, root, ignore=shutil.ignore_patterns("READY"))
 
     pq_out = SCRATCH / "xdelta-incr-official.parquet"
-    fresh_db()
-    res = spawn({"kind": "official", "root": str(root), "out": str(pq_out)})
-    assert res["rows"] == info["rows_cp2"], (res["rows"], info)
-    out["runs"]["official"].append(res)
-    log_run(f"incremental {rep} official drain of cp2 -> Parquet (full re-export)", res,
-            res["rows"])
-    for writer in ("delta-spark", "delta-rs"):
+    if args.only != "incremental-512m":
+        fresh_db()
+        res = spawn({"kind": "official", "root": str(root), "out": str(pq_out)})
+        assert res["rows"] == info["rows_cp2"], (res["rows"], info)
+        out["runs"]["official"].append(res)
+        log_run(f"incremental {rep} official drain of cp2 -> Parquet (full re-export)", res,
+                res["rows"])
+    for writer in ("delta-spark",) if args.only == "incremental-512m" else ("delta-spark",
+                                                                           "delta-rs"):
         base_table = SCRATCH / f"xdelta-incr-base-{writer}"
         if writer not in out["base_tables"]:
             fresh_db()
@@ -435,8 +442,13 @@ def incremental_runs(args: argparse.Namespace, results: dict[str, Any], rep: int
             out["base_tables"][writer] = res
             log_run(f"incremental setup: full export of cp1 by {writer}", res, info["rows_cp1"])
     variants = [("delta-spark", "delta-spark", {}), ("delta-rs", "delta-rs", {})]
-    if not args.skip_512m and rep == 0:
+    if args.only == "incremental-512m":
+        variants = []
+    if (not args.skip_512m and rep == 0) or args.only == "incremental-512m":
         variants.append(("delta-spark-512m", "delta-spark", {"spark.driver.memory": "512m"}))
+        variants.append(("delta-spark-512m-nobroadcast", "delta-spark",
+                         {"spark.driver.memory": "512m",
+                          "spark.sql.autoBroadcastJoinThreshold": "-1"}))
     for label, writer, conf in variants:
         table = SCRATCH / "xdelta-incr-table"
         shutil.rmtree(table, ignore_errors=True)
@@ -465,7 +477,7 @@ def incremental_runs(args: argparse.Namespace, results: dict[str, Any], rep: int
         log_run(f"incremental {rep} {label}"
                 f"{' (driver ' + res['driver_memory'] + ')' if conf else ''}", res,
                 info["changes"])
-    pq_out.unlink()
+    pq_out.unlink(missing_ok=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(SCRATCH / "xdelta-incr-table", ignore_errors=True)
 
@@ -512,7 +524,10 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--master", default="local-cluster[2,1,1024]")
-    p.add_argument("--only", choices=("full", "incremental"))
+    p.add_argument("--only", choices=("full", "incremental", "incremental-512m"),
+                   help="incremental-512m: only the delta-spark incremental runs with "
+                        "spark.driver.memory=512m (with and without broadcast joins)")
+    p.add_argument("--scratch", help="scratch folder (default benchmarks/data/scratch)")
     p.add_argument("--skip-512m", action="store_true",
                    help="leave out the delta-spark incremental run with spark.driver.memory=512m")
     p.add_argument("--json", help="also write the results (updated after every repeat) here")
@@ -521,10 +536,15 @@ def main() -> None:
         print(json.dumps(run_one(json.loads(args.run_one))))
         return
     os.environ.setdefault(JARS_DIR_ENV, str(REPO / "build" / "jars"))
+    if args.scratch:
+        global SCRATCH
+        SCRATCH = Path(args.scratch).resolve()
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    if args.only != "incremental":
+    do_full = args.only in (None, "full")
+    do_incremental = args.only != "full"
+    if do_full:
         cached_db(args.rows, args.l0s, args.seed)
-    if args.only != "full":
+    if do_incremental:
         cached_incremental_db(args.base, args.changes, args.seed)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     cores = free_cores()
@@ -534,9 +554,9 @@ def main() -> None:
                                "load_average_start": os.getloadavg(), "free_cores_start": cores}
     SAVE.update(path=args.json, results=results)
     for rep in range(args.repeat):
-        if args.only != "incremental":
+        if do_full:
             full_runs(args, results, rep)
-        if args.only != "full":
+        if do_incremental:
             incremental_runs(args, results, rep)
         results["summary"] = summarize(results)
         results["repeats_done"] = rep + 1
