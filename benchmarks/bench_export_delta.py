@@ -530,7 +530,7 @@ def main() -> None:
     p.add_argument("--scratch", help="scratch folder (default benchmarks/data/scratch)")
     p.add_argument("--skip-512m", action="store_true",
                    help="leave out the delta-spark incremental run with spark.driver.memory=512m")
-    p.add_argument("--json", help="also write the results (updated after every repeat) here")
+    p.add_argument("--json", help="also write the results (updated after every run) here")
     args = p.parse_args()
     if args.run_one:
         print(json.dumps(run_one(json.loads(args.run_one))))
