@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-large package-jobs package-executor-env flatbuffers clean
+        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -191,6 +191,9 @@ bench-cas: $(STAMP) ## manifest commits/s and p50/p99: native put-if-absent vs t
 
 bench-export: $(STAMP) $(JARS_STAMP) ## official scan -> pyarrow -> Parquet vs jobs/export.py to Parquet, ~2.3 M rows (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_export.py
+
+bench-export-delta: $(STAMP) $(JARS_STAMP) ## full and incremental Delta exports (delta-spark, delta-rs) vs the official reader drained to Parquet: rows/s and peak RSS, 2.3 M rows and 3 M changes (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_export_delta.py
 
 package-jobs: $(WHEEL_STAMP) ## build the slatelib wheel into dist/ (what nodes install; the packed env holds it too)
 
