@@ -378,6 +378,16 @@ class S3Access:
     session_token: str | None = field(default=None, repr=False)
     credentials_from: str = ""
 
+    def credential_options(self, key_id: str, secret: str, token: str) -> dict[str, str]:
+        """The static credentials under a client's own option names (``key_id``, ``secret``,
+        ``token``; the token only when there is one), or ``{}`` without credentials."""
+        if not (self.access_key_id and self.secret_access_key):
+            return {}
+        out = {key_id: self.access_key_id, secret: self.secret_access_key}
+        if self.session_token:
+            out[token] = self.session_token
+        return out
+
 
 def resolve_s3_access(options: Mapping[str, str], environ: Mapping[str, str],
                       defaults: Mapping[str, str] | None = None) -> S3Access:

@@ -72,14 +72,11 @@ def s3a_options(access: S3Access) -> dict[str, str]:
         out["endpoint.region"] = access.region
     if access.endpoint or access.virtual_hosted_style is not None:
         out["path.style.access"] = "false" if access.virtual_hosted_style else "true"
-    if access.access_key_id and access.secret_access_key:
-        out["access.key"] = access.access_key_id
-        out["secret.key"] = access.secret_access_key
-        if access.session_token:
-            out["session.token"] = access.session_token
-            out["aws.credentials.provider"] = TEMPORARY_PROVIDER
-        else:
-            out["aws.credentials.provider"] = SIMPLE_PROVIDER
+    keys = access.credential_options("access.key", "secret.key", "session.token")
+    if keys:
+        out.update(keys)
+        out["aws.credentials.provider"] = (TEMPORARY_PROVIDER if "session.token" in keys
+                                           else SIMPLE_PROVIDER)
     return out
 
 

@@ -70,11 +70,8 @@ def deltars_storage_options(access: S3Access) -> dict[str, str]:
     if access.allow_http:
         out["AWS_ALLOW_HTTP"] = "true"
     out["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true" if access.virtual_hosted_style else "false"
-    if access.access_key_id and access.secret_access_key:
-        out["AWS_ACCESS_KEY_ID"] = access.access_key_id
-        out["AWS_SECRET_ACCESS_KEY"] = access.secret_access_key
-        if access.session_token:
-            out["AWS_SESSION_TOKEN"] = access.session_token
+    out.update(access.credential_options("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                         "AWS_SESSION_TOKEN"))
     return out
 
 
@@ -90,11 +87,7 @@ def pyarrow_s3_options(access: S3Access) -> dict[str, object]:
         out["region"] = access.region
     if access.virtual_hosted_style is not None:
         out["force_virtual_addressing"] = access.virtual_hosted_style
-    if access.access_key_id and access.secret_access_key:
-        out["access_key"] = access.access_key_id
-        out["secret_key"] = access.secret_access_key
-        if access.session_token:
-            out["session_token"] = access.session_token
+    out.update(access.credential_options("access_key", "secret_key", "session_token"))
     return out
 
 
