@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from slatelib.errors import CommitStateUnknownError, StorageError
 from slatelib.ops.export.arrow_rows import CHANGE_COLUMN
 from slatelib.ops.export.delta import ExportMark
-from slatelib.ops.export.files import ABSENT, DELTA, DELTA_LOG, EMPTY, OTHER
+from slatelib.ops.export.files import ABSENT, DELTA, DELTA_LOG, OTHER, directory_state
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,7 +99,7 @@ def table_state(spark: SparkSession, uri: str) -> str:
         names = [s.getPath().getName() for s in fs.listStatus(path)]
     except Py4JJavaError as exc:
         raise _java_error(uri, exc) from exc
-    return EMPTY if all(n.startswith((".", "_")) for n in names) else OTHER
+    return directory_state(names)
 
 
 def _table(spark: SparkSession, uri: str) -> Any:

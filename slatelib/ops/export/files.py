@@ -16,7 +16,7 @@ to Delta readers and to ``VACUUM``; :func:`staged_files`, :func:`read_staged` an
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -94,8 +94,14 @@ def target_state(uri: str) -> str:
         entries = fs.get_file_info(pafs.FileSelector(root))
     except OSError as exc:
         raise StorageError(f"export target {uri!r}: {exc}") from exc
-    visible = [e for e in entries if not e.base_name.startswith((".", "_"))]
-    return EMPTY if not visible else OTHER
+    return directory_state(e.base_name for e in entries)
+
+
+def directory_state(names: Iterable[str]) -> str:
+    """A directory without ``_delta_log/`` by its entries' names: :data:`EMPTY` when every
+    one is hidden (``_``/``.``: Spark's ``_SUCCESS``, an aborted ``_temporary/``), else
+    :data:`OTHER`."""
+    return EMPTY if all(n.startswith((".", "_")) for n in names) else OTHER
 
 
 def _check_bucket(uri: str, fs: pafs.FileSystem, root: str) -> None:
