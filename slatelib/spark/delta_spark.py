@@ -32,8 +32,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from slatelib.errors import CommitStateUnknownError, StorageError
+from slatelib.errors import CommitStateUnknownError, InvalidArgumentError, StorageError
 from slatelib.ops.export.arrow_rows import CHANGE_COLUMN
 from slatelib.ops.export.delta import ExportMark
 from slatelib.ops.export.files import ABSENT, DELTA, DELTA_LOG, OTHER, directory_state
@@ -68,6 +69,18 @@ def available(spark: SparkSession) -> bool:
     return class_loadable(spark.sparkContext._jvm, DELTA_TABLE_CLASS)
 
 
+UNKNOWN_STORE = "org.apache.hadoop.fs.s3a.UnknownStoreException"
+"""What S3A raises for a bucket that does not exist."""
+
+
+def _java_class(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    try:
+        return str(java.getClass().getName()) if java is not None else ""
+    except Exception:  # noqa: BLE001 - py4j may fail to answer for a dead object
+        return ""
+
+
 def _java_error(uri: str, exc: Exception) -> StorageError:
     detail = getattr(exc, "java_exception", None) or exc
     return StorageError(f"export target {uri!r}: {detail}")
@@ -79,6 +92,7 @@ def table_state(spark: SparkSession, uri: str) -> str:
     no visible entry), ``delta`` (it has ``_delta_log/``) or ``other``.
 
     Raises:
+        InvalidArgumentError: an S3 target whose bucket does not exist.
         StorageError: the file system cannot be reached or listed.
     """
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
@@ -98,6 +112,12 @@ def table_state(spark: SparkSession, uri: str) -> str:
             return DELTA
         names = [s.getPath().getName() for s in fs.listStatus(path)]
     except Py4JJavaError as exc:
+        if _java_class(exc) == UNKNOWN_STORE:
+            raise InvalidArgumentError(
+                f"export target {uri!r}: bucket {urlsplit(uri).netloc!r} does not exist at "
+                "the S3 endpoint "
+                "(SLATELIB_S3_ENDPOINT / AWS_ENDPOINT_URL / [object_store] endpoint): create "
+                "it first, or check --to") from exc
         raise _java_error(uri, exc) from exc
     return directory_state(names)
 

@@ -215,7 +215,8 @@ def test_export_dag_writes_the_delta_table_and_pushes_its_report(runs: dict[str,
     report = run["xcom"]["export"]["return_value"]
     assert report["job"] == "export" and report["status"] == "success"
     (db,) = report["databases"]
-    assert db["mode"] == "overwrite" and db["writer"] == "delta-rs"  # auto: the first run
+    # auto: the first run; the DAG's spark-submit has the fetched Delta jars (its jars param)
+    assert db["mode"] == "overwrite" and db["writer"] == "delta-spark"
     assert run["xcom"]["export"]["headline"] == report["headline"]
     table = DeltaTable(f"{runs['tmp']}/lake/t").to_pyarrow_table().to_pylist()
     store_url, path = split_db_url(runs["url"])
