@@ -200,7 +200,6 @@ class _Run:
         return delete_checkpoint(self.path, self.store, cid, clock=self.clock)
 
     def store_manifest(self) -> Any:
-
         return DbManifest(self.store, self.path).read_latest().value
 
     def undo(self) -> None:

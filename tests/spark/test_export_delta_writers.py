@@ -31,6 +31,19 @@ def ours(store: str) -> list[str]:
     return [str(c.id) for c in list_checkpoints("db", store) if c.name == EXPORT_CHECKPOINT_NAME]
 
 
+DELTA_SPARK = ("--format", "delta", "--delta-writer", "delta-spark")
+
+
+def local_db(tmp_path: Path, keys: int) -> tuple[str, str, str]:
+    """A database of ``keys`` keys written by slatelib under ``tmp_path``: its store URL,
+    its URL, and a Delta target path beside it."""
+    store, db, to = f"file://{tmp_path}", f"file://{tmp_path}/db", f"{tmp_path}/delta"
+    with Db.open("db", store, writer_settings()) as w:
+        for i in range(keys):
+            w.put(b"k%04d" % i, b"v%d" % i)
+    return store, db, to
+
+
 def test_both_writers_make_equal_tables_that_read_each_other_and_carry_on_incrementally(
         spark: Any, tmp_path: Path) -> None:
     store, db = f"file://{tmp_path}", f"file://{tmp_path}/db"
@@ -76,11 +89,8 @@ def test_both_writers_make_equal_tables_that_read_each_other_and_carry_on_increm
 
 def test_delta_spark_failures_leave_table_checkpoints_and_conf_unchanged(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store, db, to = f"file://{tmp_path}", f"file://{tmp_path}/db", f"{tmp_path}/delta"
-    use = ("--format", "delta", "--delta-writer", "delta-spark")
-    with Db.open("db", store, writer_settings()) as w:
-        for i in range(300):
-            w.put(b"k%04d" % i, b"v%d" % i)
+    store, db, to = local_db(tmp_path, 300)
+    use = DELTA_SPARK
     # a value the session had before is back after the export, which used its own
     spark.conf.set(USER_METADATA_CONF, "someone else's")
     try:
@@ -195,11 +205,8 @@ def test_the_merge_runs_without_broadcast_joins_and_restores_the_sessions_settin
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from slatelib.spark import delta_spark
 
-    store, db, to = f"file://{tmp_path}", f"file://{tmp_path}/db", f"{tmp_path}/delta"
-    use = ("--format", "delta", "--delta-writer", "delta-spark")
-    with Db.open("db", store, writer_settings()) as w:
-        for i in range(50):
-            w.put(b"k%04d" % i, b"v%d" % i)
+    store, db, to = local_db(tmp_path, 50)
+    use = DELTA_SPARK
     report, code = export(spark, db, to, *use)
     assert code == 0, report
     with Db.open("db", store, writer_settings()) as w:
