@@ -22,6 +22,13 @@ three test-only changes:
   (rebuilt after any write) instead of moto's scan-and-sort of the whole bucket for every
   1000-key page, which made one listing of 100k objects take 35 s. Results, order,
   ``start-after`` and continuation tokens are the same as moto's.
+- Every S3 request is counted per bucket, by kind (:func:`request_kind`: ``get``,
+  ``ranged_get``, ``head``, ``put``, ``conditional_put``, ``list``, ``delete``,
+  ``multi_delete``, ``other``), with the request and response body bytes.
+  ``GET /_slatelib/requests?bucket=NAME`` returns them as JSON and ``DELETE`` on the same
+  path resets them (:meth:`S3Bucket.requests`, :meth:`S3Bucket.reset_requests`): the
+  server's own count, to check the counts that slatelib's reports carry and to compare
+  request costs with the official package (``make bench-cost``).
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ REGION = "us-east-1"
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
 SEED_PATH = "/_slatelib/seed"
+REQUESTS_PATH = "/_slatelib/requests"
+REQUEST_KINDS = ("get", "ranged_get", "head", "put", "conditional_put", "list", "delete",
+                 "multi_delete", "other")
 NO_CONDITIONAL_PREFIX = "nocond-"
 
 StartResponse = Callable[..., Any]
@@ -91,6 +101,55 @@ class S3Bucket:
         request = urllib.request.Request(self.endpoint + SEED_PATH, data=body, method="POST")
         with urllib.request.urlopen(request, timeout=120) as response:
             assert response.status == 200, response.read()
+
+    def requests(self) -> dict[str, Any]:
+        """The server's count of the requests made to this bucket since it was created or
+        last reset: ``{"requests": {kind: n}, "bytes_in": n, "bytes_out": n}`` (kinds of
+        :func:`request_kind`, zero counts left out; bytes of request and response bodies)."""
+        return server_requests(self.endpoint, self.name)
+
+    def reset_requests(self) -> None:
+        """Zero this bucket's request counts on the server."""
+        url = f"{self.endpoint}{REQUESTS_PATH}?bucket={self.name}"
+        with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"),
+                                    timeout=30) as response:
+            assert response.status == 200, response.read()
+
+
+def server_requests(endpoint: str, bucket: str) -> dict[str, Any]:
+    """:meth:`S3Bucket.requests` for any bucket name on the server at ``endpoint``."""
+    with urllib.request.urlopen(f"{endpoint}{REQUESTS_PATH}?bucket={bucket}",
+                                timeout=30) as response:
+        counted: dict[str, Any] = json.loads(response.read())
+        return counted
+
+
+def request_kind(method: str, path: str, query: str, headers: dict[str, str]) -> str:
+    """The kind of one path-style S3 request (``/bucket`` or ``/bucket/key``), as a bill
+    counts it: a ListObjects page is one ``list``, a DeleteObjects batch one
+    ``multi_delete``, a PUT with ``If-None-Match`` or ``If-Match`` a ``conditional_put``,
+    a GET with a ``Range`` header a ``ranged_get``. ``headers`` are WSGI names
+    (``HTTP_RANGE``)."""
+    from urllib.parse import parse_qs
+
+    has_key = bool(path.lstrip("/").partition("/")[2])
+    params = parse_qs(query, keep_blank_values=True)
+    if method == "GET":
+        if not has_key:
+            return "list" if "location" not in params and "versioning" not in params else "other"
+        return "ranged_get" if headers.get("HTTP_RANGE") else "get"
+    if method == "HEAD":
+        return "head" if has_key else "other"
+    if method == "PUT" and has_key:
+        if "partNumber" in params or "uploadId" in params:
+            return "put"
+        conditional = headers.get("HTTP_IF_NONE_MATCH") or headers.get("HTTP_IF_MATCH")
+        return "conditional_put" if conditional else "put"
+    if method == "POST" and not has_key and "delete" in params:
+        return "multi_delete"
+    if method == "DELETE" and has_key:
+        return "put" if "uploadId" in params else "delete"
+    return "other"
 
 
 @dataclass
@@ -189,11 +248,51 @@ class _TestServerApp:
         self._app = app
         self.write_lock = threading.Lock()
         self.generation = 0  # bumped after every write, under write_lock
+        self._count_lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
         if method == "POST" and environ.get("PATH_INFO") == SEED_PATH:
             return self._seed(environ, start_response)
+        if environ.get("PATH_INFO") == REQUESTS_PATH:
+            return self._requests(environ, start_response)
+        if environ.get("PATH_INFO", "").startswith("/moto-api"):
+            return self._app(environ, start_response)
+        bucket = _bucket_of(environ)
+        kind = request_kind(method, str(environ.get("PATH_INFO", "")),
+                            str(environ.get("QUERY_STRING", "")), environ)
+        out = list(self._serve(method, environ, start_response))
+        body_in = int(environ.get("CONTENT_LENGTH") or 0)
+        self._count(bucket, kind, body_in, sum(len(chunk) for chunk in out))
+        return out
+
+    def _count(self, bucket: str, kind: str, bytes_in: int, bytes_out: int) -> None:
+        with self._count_lock:
+            counts = self._counts.setdefault(bucket, {})
+            counts[kind] = counts.get(kind, 0) + 1
+            counts["bytes_in"] = counts.get("bytes_in", 0) + bytes_in
+            counts["bytes_out"] = counts.get("bytes_out", 0) + bytes_out
+
+    def _requests(self, environ: dict[str, Any],
+                  start_response: StartResponse) -> Iterable[bytes]:
+        from urllib.parse import parse_qs
+
+        bucket = parse_qs(str(environ.get("QUERY_STRING", ""))).get("bucket", [""])[0]
+        with self._count_lock:
+            if environ.get("REQUEST_METHOD") == "DELETE":
+                self._counts.pop(bucket, None)
+            counts = dict(self._counts.get(bucket, {}))
+        body = json.dumps({
+            "requests": {k: counts[k] for k in REQUEST_KINDS if counts.get(k)},
+            "bytes_in": counts.get("bytes_in", 0),
+            "bytes_out": counts.get("bytes_out", 0),
+        }).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    def _serve(self, method: str, environ: dict[str, Any],
+               start_response: StartResponse) -> Iterable[bytes]:
         if method not in ("PUT", "POST", "DELETE"):
             return self._app(environ, start_response)
         if _bucket_of(environ).startswith(NO_CONDITIONAL_PREFIX):
