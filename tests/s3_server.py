@@ -128,7 +128,8 @@ def request_kind(method: str, path: str, query: str, headers: dict[str, str]) ->
     """The kind of one path-style S3 request (``/bucket`` or ``/bucket/key``), as a bill
     counts it: a ListObjects page is one ``list``, a DeleteObjects batch one
     ``multi_delete``, a PUT with ``If-None-Match`` or ``If-Match`` a ``conditional_put``,
-    a GET with a ``Range`` header a ``ranged_get``. ``headers`` are WSGI names
+    a GET with a ``Range`` header a ``ranged_get``; each request of a multipart upload
+    (create, part, complete, abort) is a ``put``. ``headers`` are WSGI names
     (``HTTP_RANGE``)."""
     from urllib.parse import parse_qs
 
@@ -147,6 +148,8 @@ def request_kind(method: str, path: str, query: str, headers: dict[str, str]) ->
         return "conditional_put" if conditional else "put"
     if method == "POST" and not has_key and "delete" in params:
         return "multi_delete"
+    if method == "POST" and has_key:  # multipart upload: create and complete
+        return "put"
     if method == "DELETE" and has_key:
         return "put" if "uploadId" in params else "delete"
     return "other"
