@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop once nothing is scheduled and nothing runs")
     mode.add_argument("--status-file", help="worker and service modes: where to write the "
                       "periodic JSON status (default [worker] / [service] status_file)")
+    mode.add_argument("--status-history", metavar="FILE",
+                      help="service mode: append each database's L0 depth and sorted runs to "
+                      "this bounded JSON Lines file once a minute, for slate health --html "
+                      "(default [service] status_history)")
     return p
 
 
@@ -126,7 +130,8 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
     """
     given = [f for f, v in (("--max-concurrent", args.max_concurrent),
                             ("--run-for", args.run_for), ("--until-idle", args.until_idle),
-                            ("--status-file", args.status_file)) if v]
+                            ("--status-file", args.status_file),
+                            ("--status-history", args.status_history)) if v]
     if given:
         raise InvalidArgumentError(f"{', '.join(given)} only apply with --worker or --service")
 

@@ -29,8 +29,10 @@ Definitions (the ones a reader could get wrong):
   (:func:`slatelib.core.gc_rules.decide` over :func:`slatelib.core.gc_plan.build_rules`),
   after removing expired checkpoints as a run does: the same totals as ``slate gc`` (dry
   run) reports as ``to_delete``.
-- **Last compaction**: the newest write time of an SST of a sorted run (its listed
-  modification time, else its ULID time); None without sorted runs.
+- **Last compaction**: the newest creation time (its ULID's time) of an SST of a sorted run
+  that is this database's own (a clone's runs inherited from its parent do not count); a
+  compaction mints its outputs' ULIDs as it writes them, and unlike modification times they
+  survive copies and restores. None without such an SST.
 - **Foreign compactor**: the compactor epoch is held by a compactor that is not slatelib
   (:func:`slatelib.core.compactor_claim.judge_claim`: an official embedded compactor, a
   coordinator, an unknown tool), or the compactions file claims a newer epoch.
@@ -224,7 +226,7 @@ def _split_listing(root: str, listing: Sequence[ListedObject]) -> _Listing:
 def _tree_stats(m: Manifest, sizes: Mapping[Ulid, tuple[int, int]]
                 ) -> tuple[dict[str, int], int, list[SortedRunStats], int | None]:
     """L0 views per tree, L0 bytes, the sorted runs with their bytes, and the newest
-    write time of a sorted run's SST."""
+    ULID time of a sorted run's own SST."""
     def size(sid: Ulid) -> int:
         got = sizes.get(sid)
         return got[0] if got is not None else estimated_sst_size(m.sst(sid))
@@ -243,8 +245,7 @@ def _tree_stats(m: Manifest, sizes: Mapping[Ulid, tuple[int, int]]
             for v in run.views:
                 if v.sst_id in external:
                     continue  # compacted by the parent database, not here
-                got = sizes.get(v.sst_id)
-                at = got[1] if got is not None else ulid_time_ms(v.sst_id)
+                at = ulid_time_ms(v.sst_id)
                 newest = at if newest is None else max(newest, at)
     return l0, l0_bytes, runs, newest
 

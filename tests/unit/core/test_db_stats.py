@@ -154,7 +154,7 @@ def test_segments_split_l0_and_runs_per_tree() -> None:
 
 def test_last_compaction_is_the_newest_sorted_run_sst() -> None:
     db = Db()
-    assert db.stats().last_compaction_ms == T0 - HOUR  # c's listed mtime
+    assert db.stats().last_compaction_ms == T0 - 2 * HOUR  # c, d, e's ULID time
     no_runs = Db()
     no_runs.m = manifest(l0=[no_runs.a])
     assert no_runs.stats().last_compaction_ms is None
@@ -186,7 +186,7 @@ def test_to_dict_is_json_with_iso_twins() -> None:
     text = json.dumps(d)
     assert json.loads(text)["sorted_run_sizes"][0] == {"id": 1, "segment": "(top-level)",
                                                       "ssts": 2, "bytes": 3000}
-    assert d["last_compaction"] == "2027-01-15T07:00:00Z"
+    assert d["last_compaction"] == "2027-01-15T06:00:00Z"
     assert d["gc_reclaimable_by_kind"]["manifest"] == {"objects": 2, "bytes": 100}
     assert d["oldest_checkpoint_id"] == str(uuid.UUID(int=5))
     assert d["foreign_compactor"] is False
