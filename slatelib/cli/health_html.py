@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,8 +49,10 @@ tr.status-breach td.status { color: var(--bad); font-weight: 600; }
 tr.status-error td.status { color: var(--err); font-weight: 600; }
 tr.status-breach { background: #fff4f4; }
 tr.status-error { background: #fbf2fd; }
-td.db { word-break: break-all; max-width: 320px; }
-.problems { color: var(--bad); font-size: 12px; }
+td.db { word-break: break-all; min-width: 220px; max-width: 420px; }
+td.status { max-width: 420px; }
+.problems { color: var(--bad); font-size: 12px; overflow-wrap: anywhere; }
+.card .error { overflow-wrap: anywhere; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 16px; }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 12px; }
 .card .error { color: var(--err); }
@@ -115,11 +118,11 @@ def _age(seconds: float | None) -> str:
     return "-" if seconds is None else fmt_age(seconds * 1000)
 
 
-def _ticks(top: float, n: int = 4) -> list[float]:
-    if top <= 0:
-        return [0.0]
-    step = top / n
-    return [step * i for i in range(n + 1)]
+def _scale(top: int) -> tuple[int, list[int]]:
+    """The axis maximum (a multiple of a whole step, at least ``top``) and its ticks."""
+    step = max(1, math.ceil(top / 4))
+    high = max(step, step * math.ceil(top / step))
+    return high, list(range(0, high + 1, step))
 
 
 def sorted_run_chart(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -157,7 +160,7 @@ def l0_chart(points: Sequence[Point], limit: int | None) -> str:
                 "--status-history FILE and pass --status-history FILE here)</p>")
     t0, t1 = known[0][0], known[-1][0]
     dt = max(1, t1 - t0)
-    top = 1.1 * (max([v for _, v in known] + ([limit] if limit is not None else [])) or 1)
+    top, ticks = _scale(max([v for _, v in known] + ([limit] if limit is not None else [])))
     pw, ph = _W - _PAD_L - _PAD_R, _H - _PAD_T - _PAD_B
 
     def x(t: int) -> float:
@@ -168,10 +171,10 @@ def l0_chart(points: Sequence[Point], limit: int | None) -> str:
 
     parts = [f'<svg class="chart l0" width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" '
              'role="img" aria-label="L0 depth over time">']
-    for v in _ticks(top / 1.1):
+    for v in ticks:
         parts.append(f'<line class="grid" x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{y(v):.1f}" '
                      f'y2="{y(v):.1f}"/><text x="{_PAD_L - 6}" y="{y(v) + 4:.1f}" '
-                     f'text-anchor="end">{v:.0f}</text>')
+                     f'text-anchor="end">{v}</text>')
     parts.append(f'<line class="axis" x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{_H - _PAD_B}" '
                  f'y2="{_H - _PAD_B}"/>')
     parts.append(f'<text x="{_PAD_L}" y="{_H - 8}">{_e(fmt_time(t0))}</text>')

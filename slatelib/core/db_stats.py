@@ -141,6 +141,9 @@ class DbStats:
     compactor_holder: str
     """``free``, ``ours`` (slatelib), ``foreign`` or ``unknown`` (not judged)."""
     compactor_reason: str
+    compactor_holder_epoch: int | None = None
+    """The epoch judged: the manifest's, or the compactions file's when that claims a newer
+    one (None: not judged)."""
     destroyed: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -423,6 +426,7 @@ def compute_db_stats(
             1 for c in comps.recent_compactions if c.status.is_active),
         compactor_holder="unknown" if verdict is None else verdict.holder.value,
         compactor_reason="" if verdict is None else verdict.reason,
+        compactor_holder_epoch=None if verdict is None else verdict.epoch,
         destroyed=latest.destroyed_at_s is not None,
         notes=(() if compactions.error is None
                else (f"compactions file unreadable: {compactions.error}",)),

@@ -116,6 +116,6 @@ def check_thresholds(stats: DbStats, limits: Thresholds) -> list[Breach]:
                               f"{t.what} {t.show(value)} > {t.flag} {t.show(limit)}"))
     if limits.no_foreign_compactor and stats.foreign_compactor:
         out.append(Breach("--no-foreign-compactor", True, True,
-                          f"a foreign compactor holds epoch {stats.compactor_epoch} "
+                          f"a foreign compactor holds epoch {stats.compactor_holder_epoch} "
                           f"({stats.compactor_reason})"))
     return out
