@@ -62,7 +62,7 @@ from slatelib.core.gc_text import fmt_time
 from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.segments import trees
 from slatelib.ids import Ulid, ulid_time_ms
-from slatelib.paths import CLAIMS_DIR, DbPaths
+from slatelib.paths import CLAIMS_DIR, SLATELIB_DIR, DbPaths
 
 ListedObject = tuple[str, int, int]
 """One listed object: ``(path, size in bytes, last modified in Unix ms)``."""
@@ -120,6 +120,8 @@ class DbStats:
     manifest_versions: int
     compactions_versions: int
     objects: int
+    """Objects in the database's own directories (``manifest/``, ``wal/``, ``compacted/``,
+    ``compactions/``, ``gc/``, ``slatelib/``); a database nested below it is not counted."""
     bytes: int
     wal_ssts_to_replay: int
     wal_bytes_to_replay: int
@@ -209,10 +211,12 @@ class _Listing:
 
 def _split_listing(root: str, listing: Sequence[ListedObject]) -> _Listing:
     out = _Listing()
+    own = f"{root}/{SLATELIB_DIR}/" if root else f"{SLATELIB_DIR}/"
     for path, size, mtime in listing:
-        out.objects += 1
-        out.bytes += size
         c = classify(root, path, size)
+        if c.in_layout or path.startswith(own):  # not another database below this one
+            out.objects += 1
+            out.bytes += size
         if c.id is None:
             continue
         if c.kind is ObjectKind.COMPACTED:

@@ -68,7 +68,18 @@ def test_tree_counts_and_sorted_run_sizes() -> None:
     assert (s.sst_views, s.ssts, s.external_dbs) == (5, 5, 0)
     assert (s.live_ssts, s.live_sst_bytes, s.missing_ssts) == (5, 8300, 0)
     assert s.manifest_versions == 3 and s.compactions_versions == 2
-    assert s.objects == len(db.listing) and s.bytes == sum(n for _, n, _ in db.listing)
+    own = [o for o in db.listing if o[0] != "t/db/notes.txt"]  # not a database object
+    assert s.objects == len(own) and s.bytes == sum(n for _, n, _ in own)
+
+
+def test_a_database_nested_below_is_not_counted() -> None:
+    db = Db()
+    before = db.stats()
+    db.listing += [("t/db/child/manifest/00000000000000000001.manifest", 999, T0),
+                   ("t/db/child/compacted/x.sst", 999, T0)]
+    after = db.stats()
+    assert (after.objects, after.bytes, after.manifest_versions) == (
+        before.objects, before.bytes, before.manifest_versions)
 
 
 def test_wal_to_replay_and_replayed_split_at_the_replay_point() -> None:
