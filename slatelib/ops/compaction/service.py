@@ -24,7 +24,7 @@ For databases that have no compactor of their own (official writers opened with
 - **writes a status file** (JSON, atomically: a temporary file in the same folder, then a
   rename) every ``status_interval``, and, with ``status_history`` (``[service]
   status_history``, ``--status-history``), appends each database's L0 depth and sorted runs
-  to a bounded JSON Lines history at most once a minute
+  to a bounded JSON Lines history at most once a minute and when it stops
   (:mod:`slatelib.ops.compaction.status_history`, charted by ``slate health``);
 - **stops** on :meth:`CompactionService.request_stop` (what SIGTERM and SIGINT call, see
   :func:`stop_on_signals`), after ``run_for`` seconds, or with ``until_idle`` once every
@@ -740,7 +740,7 @@ class CompactionService:
 
     def _write_status(self, now: float, *, final: bool) -> None:
         h = self.status_history
-        if h is not None and h.due(now):
+        if h is not None and (final or h.due(now)):  # the state at a stop is always kept
             try:
                 h.append(self.clock.now_ms(), now, {d.target.name: (d.l0, d.sorted_runs)
                                                     for d in self._active()})

@@ -2,7 +2,8 @@
 database over time (``[service] status_history``, ``jobs/compact.py --service
 --status-history FILE``), which ``slate health --status-history FILE`` charts.
 
-One line per sample, at most one sample every ``interval_s`` (default a minute)::
+One line per sample, at most one sample every ``interval_s`` (default a minute), and one
+when the service stops::
 
     {"at_ms": 1800000000000, "dbs": {"s3://bucket/tenants/a": [3, 2], ...}}
 
