@@ -40,7 +40,7 @@ Definitions (the ones a reader could get wrong):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,13 +62,13 @@ from slatelib.core.gc_text import fmt_time
 from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.segments import trees
 from slatelib.ids import Ulid, ulid_time_ms
-from slatelib.paths import CLAIMS_DIR, SLATELIB_DIR, DbPaths
+from slatelib.paths import CLAIMS_DIR, SLATELIB_DIR
 
 ListedObject = tuple[str, int, int]
 """One listed object: ``(path, size in bytes, last modified in Unix ms)``."""
 
-__all__ = ["DbStats", "ListedObject", "SortedRunStats", "activity_from_listing",
-           "claim_epochs_listed", "compute_db_stats", "estimated_sst_size"]
+__all__ = ["DbListing", "DbStats", "ListedObject", "SortedRunStats", "activity_from_listing",
+           "compute_db_stats", "estimated_sst_size", "index_listing", "versions_listed"]
 
 
 @dataclass(frozen=True)
@@ -198,35 +198,84 @@ def estimated_sst_size(handle: SstHandle) -> int:
 
 
 @dataclass
-class _Listing:
-    """A listing split by kind (one pass over it)."""
+class DbListing:
+    """One listing of a database root, classified once (:func:`index_listing`): every
+    object with its kind and id, and what the numbers need from it by kind."""
 
+    root: str
+    entries: list[tuple[str, int, int, ObjectKind, int | None]] = field(default_factory=list)
+    """``(path, size, last modified ms, kind, id)`` of every listed object."""
     compacted: dict[Ulid, tuple[int, int]] = field(default_factory=dict)
-    wal: list[tuple[int, int]] = field(default_factory=list)  # (id, size)
-    manifests: int = 0
-    compactions: int = 0
+    """SST id -> (size, last modified ms) under ``compacted/``."""
+    wal: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(id, size, last modified ms)`` under ``wal/`` (fences included)."""
+    manifests: dict[int, int] = field(default_factory=dict)
+    """Manifest id -> last modified ms."""
+    compactions: dict[int, int] = field(default_factory=dict)
+    claims: dict[int, list[str]] = field(default_factory=dict)
+    """slatelib's claim records (``slatelib/claims/<epoch>.<run>.json``) by epoch."""
     objects: int = 0
     bytes: int = 0
 
+    def newest(self, kind: ObjectKind) -> int | None:
+        """The highest listed id of a manifest or compactions file (None: none)."""
+        ids = self.manifests if kind is ObjectKind.MANIFEST else self.compactions
+        return max(ids, default=None)
 
-def _split_listing(root: str, listing: Sequence[ListedObject]) -> _Listing:
-    out = _Listing()
+
+def versions_listed(root: str, listing: Iterable[ListedObject]) -> tuple[int | None, int | None]:
+    """The highest manifest and compactions-file ids in the listing (None: none), looking
+    only at ``manifest/`` and ``compactions/`` (before the manifest is read)."""
+    found: dict[ObjectKind, int] = {}
+    dirs = tuple(f"{root}/{d}/" if root else f"{d}/" for d in ("manifest", "compactions"))
+    for path, size, _ in listing:
+        if path.startswith(dirs):
+            c = classify(root, path, size)
+            if c.id is not None and c.kind in (ObjectKind.MANIFEST, ObjectKind.COMPACTIONS):
+                found[c.kind] = max(found.get(c.kind, 0), c.id)
+    return found.get(ObjectKind.MANIFEST), found.get(ObjectKind.COMPACTIONS)
+
+
+def index_listing(root: str, listing: Iterable[ListedObject],
+                  known: Mapping[str, Ulid] | None = None) -> DbListing:
+    """Classify every listed object of the database at ``root`` once
+    (:func:`slatelib.core.gc_rules.classify`). ``known`` maps the canonical paths of SSTs
+    under this root's ``compacted/`` (``DbPaths.compacted``) to their ids: a listed path
+    found there is that SST without parsing its name again (a database of 100k SSTs lists
+    100k of them; docs/rfcs/0014-large-manifest-planning.md)."""
+    out = DbListing(root)
     own = f"{root}/{SLATELIB_DIR}/" if root else f"{SLATELIB_DIR}/"
+    claims = f"{root}/{CLAIMS_DIR}/" if root else f"{CLAIMS_DIR}/"
+    entries = out.entries
+    known = known or {}
+    compacted, sst = out.compacted, ObjectKind.COMPACTED
     for path, size, mtime in listing:
+        sid = known.get(path)
+        if sid is not None:
+            entries.append((path, size, mtime, sst, sid))
+            compacted[sid] = (size, mtime)
+            out.objects += 1
+            out.bytes += size
+            continue
         c = classify(root, path, size)
+        entries.append((path, size, mtime, c.kind, c.id))
         if c.in_layout or path.startswith(own):  # not another database below this one
             out.objects += 1
             out.bytes += size
         if c.id is None:
+            if path.startswith(claims):
+                head = path[len(claims):].split(".", 1)[0]
+                if len(head) == 20 and head.isdigit():
+                    out.claims.setdefault(int(head), []).append(path)
             continue
-        if c.kind is ObjectKind.COMPACTED:
-            out.compacted[Ulid(c.id)] = (size, mtime)
+        if c.kind is sst:
+            compacted[Ulid(c.id)] = (size, mtime)
         elif c.kind in (ObjectKind.WAL, ObjectKind.WAL_FENCE):
-            out.wal.append((c.id, size))
+            out.wal.append((c.id, size, mtime))
         elif c.kind is ObjectKind.MANIFEST:
-            out.manifests += 1
+            out.manifests[c.id] = mtime
         elif c.kind is ObjectKind.COMPACTIONS:
-            out.compactions += 1
+            out.compactions[c.id] = mtime
     return out
 
 
@@ -257,9 +306,8 @@ def _tree_stats(m: Manifest, sizes: Mapping[Ulid, tuple[int, int]]
     return l0, l0_bytes, runs, newest
 
 
-def _gc_backlog(root: str, live: LiveSet, compactions: CompactionsState,
-                listing: Sequence[ListedObject], lst: _Listing, now_ms: int,
-                options: GcOptions, pinned_missing: Sequence[int],
+def _gc_backlog(root: str, live: LiveSet, compactions: CompactionsState, lst: DbListing,
+                now_ms: int, options: GcOptions, pinned_missing: Sequence[int],
                 ) -> tuple[dict[str, tuple[int, int]], list[str], int]:
     """What a default GC run would delete (per kind: objects, bytes), its refusals, and
     how many referenced SSTs the listing lacks."""
@@ -285,15 +333,14 @@ def _gc_backlog(root: str, live: LiveSet, compactions: CompactionsState,
                 refused.append(f"compacted: {why}")
                 break
     refs = referenced_ssts(live)
-    paths = DbPaths.of(root)
     backlog: dict[str, tuple[int, int]] = {}
-    for path, size, mtime in listing:
-        c = classify(root, path, size)
+    compacted = ObjectKind.COMPACTED
+    for path, size, mtime, kind, oid in lst.entries:
         ref = None
-        if c.kind is ObjectKind.COMPACTED and c.id is not None:
-            ref = refs.get(Ulid(c.id))
-            if ref is not None and destroy is None and path == paths.compacted(c.id):
-                continue  # referenced at its canonical path: always kept
+        if kind is compacted and oid is not None:
+            ref = refs.get(Ulid(oid))
+            if ref is not None and destroy is None:
+                continue  # referenced by a live manifest: always kept
         d = decide(rules, path, size, mtime, ref)
         if d.deletes:
             n, b = backlog.get(d.kind.value, (0, 0))
@@ -315,51 +362,26 @@ def _live_set(manifest_id: int, latest: Manifest, pinned: Mapping[int, Manifest]
     return LiveSet(manifest_id + 1, kept, others)
 
 
-def activity_from_listing(root: str, listing: Sequence[ListedObject], manifest_id: int,
+def activity_from_listing(listing: DbListing, manifest_id: int,
                           compactions: Compactions | None, now_ms: int) -> Activity:
     """The compactor-claim :class:`Activity` from the listing's modification times (no
-    extra reads): the latest compactions file's and manifest's ages, the newest WAL SST's,
-    and the newest worker heartbeat in the compactions file."""
-    newest: dict[ObjectKind, tuple[int, int]] = {}
-    manifest_ms = None
-    for path, size, mtime in listing:
-        c = classify(root, path, size)
-        if c.id is None:
-            continue
-        if c.kind is ObjectKind.MANIFEST and c.id == manifest_id:
-            manifest_ms = mtime
-        if c.kind in (ObjectKind.WAL, ObjectKind.COMPACTIONS):
-            best = newest.get(c.kind)
-            if best is None or c.id > best[0]:
-                newest[c.kind] = (c.id, mtime)
-
+    extra reads): the ages of the latest compactions file, of manifest ``manifest_id`` and
+    of the newest WAL SST, and the newest worker heartbeat in ``compactions``."""
     def age(ms: int | None) -> float | None:
         return None if ms is None else max(0.0, (now_ms - ms) / 1000)
 
-    wal = newest.get(ObjectKind.WAL)
-    comp = newest.get(ObjectKind.COMPACTIONS)
+    wal = max(((i, t) for i, s, t in listing.wal if s > 0), default=None)
+    comp = listing.newest(ObjectKind.COMPACTIONS)
     beats = [] if compactions is None else [
         c.worker.last_heartbeat_ms for c in compactions.recent_compactions
         if c.worker is not None and c.worker.last_heartbeat_ms > 0]
     return Activity(
         compactions_epoch=None if compactions is None else compactions.compactor_epoch,
-        compactions_age_s=age(comp[1]) if comp and compactions is not None else None,
+        compactions_age_s=(age(listing.compactions[comp])
+                           if comp is not None and compactions is not None else None),
         heartbeat_age_s=age(max(beats)) if beats else None,
-        manifest_age_s=age(manifest_ms), wal_age_s=age(wal[1] if wal else None))
-
-
-def claim_epochs_listed(root: str, listing: Sequence[ListedObject]) -> dict[int, list[str]]:
-    """Paths of slatelib's claim records in the listing, by epoch
-    (``<root>/slatelib/claims/<20-digit epoch>.<run>.json``)."""
-    prefix = f"{root}/{CLAIMS_DIR}/" if root else f"{CLAIMS_DIR}/"
-    out: dict[int, list[str]] = {}
-    for path, _, _ in listing:
-        if not path.startswith(prefix):
-            continue
-        head = path[len(prefix):].split(".", 1)[0]
-        if len(head) == 20 and head.isdigit():
-            out.setdefault(int(head), []).append(path)
-    return out
+        manifest_age_s=age(listing.manifests.get(manifest_id)),
+        wal_age_s=age(wal[1]) if wal else None)
 
 
 def compute_db_stats(
@@ -367,7 +389,7 @@ def compute_db_stats(
     manifest_id: int,
     latest: Manifest,
     pinned: Mapping[int, Manifest],
-    listing: Sequence[ListedObject],
+    listing: DbListing | Sequence[ListedObject],
     compactions: CompactionsState,
     *,
     now_ms: int,
@@ -379,24 +401,25 @@ def compute_db_stats(
 
     ``latest`` is manifest ``manifest_id``; ``pinned`` holds the manifests that its live
     (unexpired at ``now_ms``) checkpoints pin, except the latest (``pinned_missing``: the
-    ids of those that are gone); ``listing`` is every object below the root, in any order;
+    ids of those that are gone); ``listing`` is every object below the root, in any order
+    (or :func:`index_listing` of it);
     ``verdict`` is who holds the compactor epoch (None: not judged); ``gc_options`` the
     options the GC backlog is planned with (default: GC's defaults).
     """
     options = gc_options or GcOptions()
     now_s = now_ms / 1000
-    lst = _split_listing(root, listing)
+    lst = listing if isinstance(listing, DbListing) else index_listing(root, listing)
     l0, l0_bytes, runs, last_compaction = _tree_stats(latest, lst.compacted)
     ts = trees(latest)
     live_cps = live_checkpoints(latest, now_s)
     live = _live_set(manifest_id, latest, pinned, live_cps)
-    backlog, refused, missing = _gc_backlog(root, live, compactions, listing, lst, now_ms,
-                                            options, pinned_missing)
+    backlog, refused, missing = _gc_backlog(root, live, compactions, lst, now_ms, options,
+                                            pinned_missing)
     own = own_referenced_ssts(live) if not pinned_missing else latest.referenced_sst_ids()
     oldest = min(live_cps, key=lambda c: (c.create_time_s, str(c.id)), default=None)
     replay = latest.replay_after_wal_id
-    to_replay = [(i, s) for i, s in lst.wal if s > 0 and i > replay]
-    replayed = [(i, s) for i, s in lst.wal if s > 0 and i <= replay]
+    to_replay = [(i, s) for i, s, _ in lst.wal if s > 0 and i > replay]
+    replayed = [(i, s) for i, s, _ in lst.wal if s > 0 and i <= replay]
     comps = compactions.compactions
     return DbStats(
         root=root, now_ms=now_ms, manifest_id=manifest_id,
@@ -414,11 +437,11 @@ def compute_db_stats(
         oldest_checkpoint_create_ms=None if oldest is None else oldest.create_time_s * 1000,
         oldest_checkpoint_expire_ms=(None if oldest is None or oldest.expire_time_s is None
                                      else oldest.expire_time_s * 1000),
-        manifest_versions=lst.manifests, compactions_versions=lst.compactions,
+        manifest_versions=len(lst.manifests), compactions_versions=len(lst.compactions),
         objects=lst.objects, bytes=lst.bytes,
         wal_ssts_to_replay=len(to_replay), wal_bytes_to_replay=sum(s for _, s in to_replay),
         wal_ssts_replayed=len(replayed), wal_bytes_replayed=sum(s for _, s in replayed),
-        wal_fences=sum(1 for _, s in lst.wal if s == 0),
+        wal_fences=sum(1 for _, s, _ in lst.wal if s == 0),
         live_ssts=sum(1 for sid in own if sid in lst.compacted),
         live_sst_bytes=sum(lst.compacted[sid][0] for sid in own if sid in lst.compacted),
         missing_ssts=missing,

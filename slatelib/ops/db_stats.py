@@ -11,23 +11,25 @@ come from the listing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.checkpoints import live_checkpoints
 from slatelib.core.compactor_claim import ClaimRecord, ClaimVerdict, judge_claim
 from slatelib.core.db_stats import (
+    DbListing,
     DbStats,
     ListedObject,
     activity_from_listing,
-    claim_epochs_listed,
     compute_db_stats,
+    index_listing,
+    versions_listed,
 )
 from slatelib.core.gc_plan import CompactionsState
-from slatelib.core.gc_rules import GcOptions, ObjectKind, classify
+from slatelib.core.gc_rules import GcOptions, ObjectKind
 from slatelib.core.manifest import Manifest
 from slatelib.db_manifest import DbManifest
 from slatelib.errors import CorruptObjectError, DataError, ObjectMissingError, SlateError
+from slatelib.format import seam
 from slatelib.objstore import ObjectStore
 from slatelib.ops.gc import read_compactions_state, read_latest_manifest
 from slatelib.paths import DbPaths
@@ -51,12 +53,6 @@ def list_database(store: ObjectStore, root: str) -> list[ListedObject]:
         return [(m.path, m.size, m.last_modified_ms) for m in store.list(root)]
 
 
-def _newest(root: str, listing: Sequence[ListedObject], kind: ObjectKind) -> int | None:
-    ids = [c.id for c in (classify(root, p, s) for p, s, _ in listing)
-           if c.kind is kind and c.id is not None]
-    return max(ids, default=None)
-
-
 def _compactions(store: ObjectStore, root: str, newest: int | None) -> CompactionsState:
     """The compactions file ``newest`` (the listing's newest), as GC reads it: an
     undecodable one is reported, not raised."""
@@ -72,13 +68,13 @@ def _compactions(store: ObjectStore, root: str, newest: int | None) -> Compactio
 
 
 def _judge(store: ObjectStore, root: str, ms: DbManifest, manifest: Manifest,
-           listing: Sequence[ListedObject], compactions: CompactionsState,
+           listing: DbListing, compactions: CompactionsState,
            now_ms: int) -> ClaimVerdict | None:
     """Who holds the compactor epoch (None when a read failed: logged)."""
     comp = compactions.compactions
     records: list[ClaimRecord] = []
     try:
-        for path in claim_epochs_listed(root, listing).get(manifest.compactor_epoch, []):
+        for path in listing.claims.get(manifest.compactor_epoch, []):
             try:
                 records.append(ClaimRecord.from_json(store.get(path), path=path))
             except (ObjectMissingError, CorruptObjectError):
@@ -88,8 +84,7 @@ def _judge(store: ObjectStore, root: str, ms: DbManifest, manifest: Manifest,
             got = ms.try_read(mid)
             return None if got is None else got.value
 
-        activity = activity_from_listing(root, listing, _newest(root, listing,
-                                                                ObjectKind.MANIFEST) or 0,
+        activity = activity_from_listing(listing, listing.newest(ObjectKind.MANIFEST) or 0,
                                          comp, now_ms)
         return judge_claim(manifest, records, read,
                            compactions_epoch=None if comp is None else comp.compactor_epoch,
@@ -130,9 +125,10 @@ def collect_db_stats(
 
 
 def _collect(store: ObjectStore, root: str, now: int, gc_options: GcOptions | None) -> DbStats:
-    listing = list_database(store, root)
-    latest = read_latest_manifest(store, root, _newest(root, listing, ObjectKind.MANIFEST))
-    compactions = _compactions(store, root, _newest(root, listing, ObjectKind.COMPACTIONS))
+    raw = list_database(store, root)
+    newest_manifest, newest_compactions = versions_listed(root, raw)
+    latest = read_latest_manifest(store, root, newest_manifest)
+    compactions = _compactions(store, root, newest_compactions)
     ms = DbManifest(store, root)
     pinned: dict[int, Manifest] = {}
     missing: list[int] = []
@@ -144,6 +140,13 @@ def _collect(store: ObjectStore, root: str, now: int, gc_options: GcOptions | No
             missing.append(mid)
         else:
             pinned[mid] = got.value
+    ids = set(latest.value.referenced_sst_ids())
+    for m in pinned.values():
+        ids |= m.referenced_sst_ids()
+    order = sorted(ids)
+    known = dict(zip(seam.ulid_names(*DbPaths(root).compacted_parts, order), order,
+                     strict=True))
+    listing = index_listing(root, raw, known)
     verdict = _judge(store, root, ms, latest.value, listing, compactions, now)
     return compute_db_stats(root, latest.id, latest.value, pinned, listing, compactions,
                             now_ms=now, verdict=verdict, pinned_missing=missing,

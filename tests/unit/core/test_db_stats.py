@@ -11,10 +11,12 @@ from slatelib.core.compactor_claim import ClaimVerdict, Holder
 from slatelib.core.db_stats import (
     ListedObject,
     activity_from_listing,
-    claim_epochs_listed,
     compute_db_stats,
+    index_listing,
+    versions_listed,
 )
 from slatelib.core.gc_plan import CompactionsState
+from slatelib.core.gc_rules import ObjectKind
 from slatelib.core.manifest import Segment, SortedRun, SstView
 from slatelib.ids import Ulid
 from slatelib.paths import DbPaths
@@ -184,9 +186,10 @@ def test_activity_and_claims_come_from_the_listing() -> None:
     db = Db()
     db.listing += [(P.claim(3, "run1"), 5, T0), (P.claim(2, "run0"), 5, T0),
                    (f"{ROOT}/slatelib/claims/junk", 1, T0)]
-    assert claim_epochs_listed(ROOT, db.listing) == {3: [P.claim(3, "run1")],
-                                                     2: [P.claim(2, "run0")]}
-    act = activity_from_listing(ROOT, db.listing, 3, comps(T0).compactions, T0)
+    listing = index_listing(ROOT, db.listing)
+    assert listing.claims == {3: [P.claim(3, "run1")], 2: [P.claim(2, "run0")]}
+    assert listing.newest(ObjectKind.MANIFEST) == 3
+    act = activity_from_listing(listing, 3, comps(T0).compactions, T0)
     assert act.manifest_age_s == 3 * 3600 and act.wal_age_s == 3 * 3600
     assert act.compactions_epoch == 1 and act.compactions_age_s == 3 * 3600
 
@@ -202,3 +205,14 @@ def test_to_dict_is_json_with_iso_twins() -> None:
     assert d["oldest_checkpoint_id"] == str(uuid.UUID(int=5))
     assert d["foreign_compactor"] is False
     assert Ulid(0) == 0  # ids are plain ints
+
+
+def test_known_sst_paths_give_the_same_numbers_as_classifying() -> None:
+    db = Db()
+    known = {P.compacted(s): s for s in (db.a, db.c, db.e)}
+    known["t/db/compacted/not-listed.sst"] = Ulid(1)  # a known path the listing lacks
+    indexed = index_listing(ROOT, db.listing, known)
+    assert indexed.compacted == index_listing(ROOT, db.listing).compacted
+    assert compute_db_stats(ROOT, 3, db.m, {}, indexed, comps(T0 - HOUR), now_ms=T0) == \
+        db.stats()
+    assert versions_listed(ROOT, db.listing) == (3, 2)
