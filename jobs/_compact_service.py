@@ -24,6 +24,7 @@ from slatelib.config import Settings, parse_duration
 from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
+from slatelib.metrics.output import serving_metrics
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.compaction.service import ServiceDb
 from slatelib.spark.standing import run_service as run_on_spark
@@ -75,8 +76,13 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
     def rediscover() -> Sequence[ServiceDb]:
         return service_dbs(args, settings)
 
-    return run_on_spark(
-        spark, databases, settings, task_fn=task_fn,
-        discover=rediscover if args.discover else None, parallelism=parallelism,
-        max_concurrent=max_concurrent, run_for=run_for, until_idle=args.until_idle,
-        status_file=args.status_file, max_sst_size=max_sst)
+    if args.metrics_port < 0 or args.metrics_port > 65535:
+        raise InvalidArgumentError(f"--metrics-port must be 0 to 65535, got {args.metrics_port}")
+    with serving_metrics(args.metrics_port, args.metrics_host,
+                         l0_limit=settings.writer.l0_max_ssts) as metrics:
+        return run_on_spark(
+            spark, databases, settings, task_fn=task_fn,
+            discover=rediscover if args.discover else None, parallelism=parallelism,
+            max_concurrent=max_concurrent, run_for=run_for, until_idle=args.until_idle,
+            status_file=args.status_file, max_sst_size=max_sst,
+            on_status=None if metrics is None else metrics.publish)

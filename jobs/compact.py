@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop once nothing is scheduled and nothing runs")
     mode.add_argument("--status-file", help="worker and service modes: where to write the "
                       "periodic JSON status (default [worker] / [service] status_file)")
+    mode.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                      help="worker and service modes: serve Prometheus metrics on "
+                           "http://HOST:PORT/metrics (default 0: off; docs/metrics.md)")
+    mode.add_argument("--metrics-host", default="0.0.0.0", metavar="HOST",
+                      help="the address --metrics-port binds (default 0.0.0.0: every "
+                           "interface, so that Prometheus can scrape the driver; "
+                           "127.0.0.1 keeps it local)")
     return p
 
 
@@ -126,7 +133,8 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
     """
     given = [f for f, v in (("--max-concurrent", args.max_concurrent),
                             ("--run-for", args.run_for), ("--until-idle", args.until_idle),
-                            ("--status-file", args.status_file)) if v]
+                            ("--status-file", args.status_file),
+                            ("--metrics-port", args.metrics_port)) if v]
     if given:
         raise InvalidArgumentError(f"{', '.join(given)} only apply with --worker or --service")
 

@@ -1,0 +1,215 @@
+"""The I/O shell of the metrics: a batch run's families to a node-exporter textfile or a
+Pushgateway, and the worker's and service's ``/metrics`` endpoint.
+
+The families themselves come from :mod:`slatelib.metrics.families` (pure); this module only
+registers, serves, writes and pushes them with ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
+from prometheus_client.core import Metric
+from prometheus_client.exposition import generate_latest, write_to_textfile
+
+from slatelib.errors import InvalidArgumentError
+from slatelib.metrics.families import L0LimitClock, run_families, standing_families
+
+__all__ = ["StandingMetrics", "emit_run_metrics", "push_run_metrics", "registry_of",
+           "serving_metrics", "write_run_textfile"]
+
+log = logging.getLogger(__name__)
+
+
+class _Static:
+    """A collector that returns the families it was built with."""
+
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._families)
+
+
+def registry_of(families: Sequence[Metric]) -> CollectorRegistry:
+    """A registry that exposes exactly ``families``."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Static(families))
+    return reg
+
+
+def write_run_textfile(path: str, report: Mapping[str, Any], *,
+                       now_s: float | None = None) -> None:
+    """Write the run's families to ``path`` for node-exporter's textfile collector: to a
+    temporary file next to it, then renamed over it (a reader never sees half a file).
+
+    Raises:
+        OSError: the file could not be written.
+    """
+    fams = run_families(report, now_s=time.time() if now_s is None else now_s)
+    write_to_textfile(path, registry_of(fams))
+
+
+def grouping_keys(report: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The Pushgateway groups of a run: ``{job}`` for the whole-run families and
+    ``{job, db}`` per database, so that runs over other databases (or other jobs) never
+    replace this one's samples."""
+    job = str(report.get("job", "unknown"))
+    keys = [{"job": job}]
+    for entry in report.get("databases") or []:
+        if isinstance(entry, Mapping) and entry.get("db") is not None:
+            keys.append({"job": job, "db": str(entry["db"])})
+    return keys
+
+
+def push_run_metrics(url: str, report: Mapping[str, Any], *, now_s: float | None = None,
+                     timeout_s: float = 30.0) -> int:
+    """Push the run's families to the Pushgateway at ``url``: one PUT per group of
+    :func:`grouping_keys` (a PUT replaces its group). Returns the pushes made.
+
+    Raises:
+        OSError: the gateway refused or could not be reached (urllib's errors are OSError).
+    """
+    now = time.time() if now_s is None else now_s
+    job = str(report.get("job", "unknown"))
+    pushed = 0
+    for key in grouping_keys(report):
+        db = key.get("db")
+        fams = run_families(report, now_s=now, databases=None if db is None else [db])
+        rest = {k: v for k, v in key.items() if k != "job"}
+        push_to_gateway(url, job=job, registry=registry_of(fams), grouping_key=rest,
+                        timeout=timeout_s)
+        pushed += 1
+    return pushed
+
+
+def emit_run_metrics(report: Mapping[str, Any], *, metrics_file: str | None,
+                     metrics_push: str | None) -> list[str]:
+    """``--metrics-file`` and ``--metrics-push`` of a batch job: write and/or push the
+    run's families. A failure is logged and returned (the run's outcome stands: metrics
+    never change a job's exit code)."""
+    now = time.time()
+    problems = []
+    if metrics_file:
+        try:
+            write_run_textfile(metrics_file, report, now_s=now)
+        except OSError as exc:
+            problems.append(f"--metrics-file {metrics_file}: {exc}")
+    if metrics_push:
+        try:
+            push_run_metrics(metrics_push, report, now_s=now)
+        except OSError as exc:
+            problems.append(f"--metrics-push {metrics_push}: {exc}")
+    for p in problems:
+        log.warning("metrics not written: %s", p)
+    return problems
+
+
+class StandingMetrics:
+    """The ``/metrics`` of the worker or the service: the loop calls :meth:`publish` with
+    its status (the status file's content) after every pass; a scrape builds the families
+    of the latest one (a scrape never touches the loop's own state). ``l0_limit``: the L0
+    depth at which writers stall ([writer] l0_max_ssts), for the time-at-limit counter.
+    ``clock``: monotonic seconds (tests pass their own)."""
+
+    def __init__(self, *, l0_limit: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._status: Mapping[str, Any] | None = None
+        self._l0 = L0LimitClock(l0_limit)
+        self._clock = clock
+        self._extra: dict[str, list[Metric]] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.url: str | None = None
+
+    def publish(self, status: Mapping[str, Any]) -> None:
+        """Take the loop's latest status (thread-safe, cheap)."""
+        t = self._clock()
+        with self._lock:
+            self._status = status
+            if "worker" not in status:
+                for d in status.get("databases") or []:
+                    l0 = d.get("l0")
+                    self._l0.observe(str(d.get("db")), l0 if isinstance(l0, int) else None, t)
+
+    def publish_families(self, key: str, families: Sequence[Metric]) -> None:
+        """Families from elsewhere (per-database stats), replacing ``key``'s previous ones."""
+        with self._lock:
+            self._extra[key] = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        """The Collector protocol: what a scrape returns."""
+        with self._lock:
+            status = self._status
+            fams = [] if status is None else standing_families(status, l0=None if "worker" in
+                                                               status else self._l0)
+            extra = [f for fs in self._extra.values() for f in fs]
+        return _merge([*fams, *extra])
+
+    def exposition(self) -> bytes:
+        """The text a scrape of ``/metrics`` returns."""
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, host: str) -> str:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread. Returns its URL.
+
+        Raises:
+            InvalidArgumentError: the address could not be bound.
+        """
+        try:
+            self._server, self._thread = start_http_server(port, addr=host,
+                                                           registry=self.registry)
+        except OSError as exc:
+            raise InvalidArgumentError(f"--metrics-port {port} on {host}: {exc}") from exc
+        bound = self._server.server_address[1]
+        self.url = f"http://{host}:{bound}/metrics"
+        log.warning("metrics: serving %s", self.url)
+        return self.url
+
+    def close(self) -> None:
+        """Stop serving (when serving)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _merge(families: Sequence[Metric]) -> list[Metric]:
+    """One family per name (samples of per-database families appended together)."""
+    by_name: dict[str, Metric] = {}
+    for f in families:
+        have = by_name.get(f.name)
+        if have is None:  # a fresh family: the stored ones are never extended
+            have = by_name[f.name] = Metric(f.name, f.documentation, f.type, f.unit)
+        have.samples.extend(f.samples)
+    return list(by_name.values())
+
+
+@contextlib.contextmanager
+def serving_metrics(port: int | None, host: str, *, l0_limit: int,
+                    ) -> Iterator[StandingMetrics | None]:
+    """``--metrics-port`` / ``--metrics-host`` of the worker and the service: a
+    :class:`StandingMetrics` serving ``/metrics`` for the ``with`` block (None when
+    ``port`` is 0 or None: off).
+
+    Raises:
+        InvalidArgumentError: the address could not be bound.
+    """
+    if not port:
+        yield None
+        return
+    metrics = StandingMetrics(l0_limit=l0_limit)
+    metrics.serve(port, host)
+    try:
+        yield metrics
+    finally:
+        metrics.close()
