@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the address --metrics-port binds (default 0.0.0.0: every "
                            "interface, so that Prometheus can scrape the driver; "
                            "127.0.0.1 keeps it local)")
+    mode.add_argument("--metrics-db-interval", default="1m", metavar="DURATION",
+                      help="with --metrics-port: collect each database's stats (L0, sorted "
+                           "runs, checkpoints, manifests, WAL, GC backlog: one listing and a "
+                           "few reads per database) this often (default 1m; 0: not at all)")
     return p
 
 

@@ -17,7 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from slatelib.exit_codes import EXIT_NAMES, exit_name
 from slatelib.metrics.catalog import metric
 
-__all__ = ["FamilySet", "L0LimitClock", "run_families", "standing_families"]
+__all__ = ["FamilySet", "L0LimitClock", "db_stats_families", "run_families",
+           "standing_families"]
 
 OUTCOMES = tuple(EXIT_NAMES[c] for c in sorted(EXIT_NAMES))
 SERVICE_STATES = ("idle", "queued", "running", "backoff", "refused")
@@ -108,12 +109,13 @@ def _outcome(out: FamilySet, name: str, code: int, **labels: str) -> None:
 
 
 def run_families(report: Mapping[str, Any], *, now_s: float,
-                 databases: Iterable[str] | None = None) -> list[Metric]:
+                 databases: Iterable[str] | None = None,
+                 whole_run: bool = True) -> list[Metric]:
     """The families of one batch run from its report (the shape every job shares,
     :mod:`slatelib.ops.job_report`): per database (labels ``job``, ``db``) and for the
     whole run (label ``job``). ``now_s``: the finish time (Unix seconds). ``databases``:
-    only these entries (a Pushgateway group per database), and no whole-run families
-    unless None."""
+    only these entries (None: all); ``whole_run``: with the whole-run families (the
+    Pushgateway groups take them apart)."""
     job = str(report.get("job", "unknown"))
     out = FamilySet()
     only = None if databases is None else set(databases)
@@ -143,7 +145,7 @@ def run_families(report: Mapping[str, Any], *, now_s: float,
             _outcome(out, "run_outcome", code, **jd)
         _store_requests(out, "run", entry.get("store_requests"), **jd)
         out.add("run_finished_timestamp_seconds", now_s, **jd)
-    if only is None:
+    if whole_run:
         _job_families(out, job, report, now_s)
     return out.families()
 
@@ -191,8 +193,9 @@ class L0LimitClock:
         else:
             self._last[db] = (l0, t)
 
-    def seconds(self, db: str) -> float:
-        return self._seconds.get(db, 0.0)
+    def seconds(self, db: str) -> float | None:
+        """Seconds at the limit so far (None: ``db`` never observed)."""
+        return self._seconds.get(db)
 
 
 def _iso_s(text: Any) -> float | None:
@@ -210,7 +213,8 @@ def standing_families(status: Mapping[str, Any], *, l0: L0LimitClock | None = No
                       ) -> list[Metric]:
     """The families of the worker's or the service's status (the content of its status
     file: ``worker_status`` or ``CompactionService.status``), labelled by ``db``.
-    ``l0``: the clock of time at the L0 limit (service; fed by the caller)."""
+    ``l0``: the clock of time at the L0 limit (fed by the caller: the service's polls, or
+    the worker's per-database stats)."""
     out = FamilySet()
     dbs = [d for d in status.get("databases") or [] if isinstance(d, Mapping)]
     out.add("compaction_databases", len(dbs))
@@ -227,7 +231,9 @@ def standing_families(status: Mapping[str, Any], *, l0: L0LimitClock | None = No
         if worker:
             _worker_db(out, d, db)
         else:
-            _service_db(out, d, db, l0)
+            _service_db(out, d, db)
+        if l0 is not None:
+            out.add("compaction_l0_at_limit_seconds", l0.seconds(db["db"]), **db)
     return out.families()
 
 
@@ -243,8 +249,7 @@ def _worker_db(out: FamilySet, d: Mapping[str, Any], db: dict[str, str]) -> None
     out.add("compaction_heartbeat_lag_seconds", max(ages, default=0.0), **db)
 
 
-def _service_db(out: FamilySet, d: Mapping[str, Any], db: dict[str, str],
-                l0: L0LimitClock | None) -> None:
+def _service_db(out: FamilySet, d: Mapping[str, Any], db: dict[str, str]) -> None:
     state = d.get("state")
     out.add("compaction_jobs_running", 1 if d.get("running") else 0, **db)
     for outcome, key in (("committed", "compactions"), ("failed", "errors"),
@@ -254,5 +259,45 @@ def _service_db(out: FamilySet, d: Mapping[str, Any], db: dict[str, str],
         out.add("compaction_db_state", 1 if s == state else 0, **db, state=s)
     out.add("compaction_l0_ssts", _num(d.get("l0")), **db)
     out.add("compaction_sorted_runs", _num(d.get("sorted_runs")), **db)
-    if l0 is not None:
-        out.add("compaction_l0_at_limit_seconds", l0.seconds(db["db"]), **db)
+
+
+# ----------------------------------------------------------------------------- databases
+DB_GAUGES = (("db_l0_ssts_max_tree", "l0_ssts_max_tree"), ("db_sorted_runs", "sorted_runs"),
+             ("db_sst_views", "sst_views"), ("db_external_dbs", "external_dbs"),
+             ("db_checkpoints", "checkpoints"),
+             ("db_oldest_checkpoint_age_seconds", "oldest_checkpoint_age_s"),
+             ("db_manifest_versions", "manifest_versions"),
+             ("db_wal_ssts_to_replay", "wal_ssts_to_replay"),
+             ("db_wal_ssts_replayed", "wal_ssts_replayed"),
+             ("db_live_bytes", "live_sst_bytes"),
+             ("db_gc_reclaimable_bytes", "gc_reclaimable_bytes"),
+             ("db_gc_reclaimable_objects", "gc_reclaimable_objects"))
+"""Per-database gauges and the :class:`slatelib.core.db_stats.DbStats` field each shows."""
+
+
+def db_stats_families(db: str, stats: Mapping[str, Any] | None, *,
+                      errors: int = 0) -> list[Metric]:
+    """The per-database families of one database (label ``db``) from its stats
+    (:meth:`DbStats.to_dict`; None: not collected yet, or the last collection failed:
+    only ``db_stats_errors``). ``errors``: consecutive failed collections."""
+    out = FamilySet()
+    d = {"db": db}
+    if stats is not None:
+        by_segment = stats.get("l0_ssts_by_segment") or {}
+        if isinstance(by_segment, Mapping) and by_segment:
+            for seg, n in sorted(by_segment.items()):
+                out.add("db_l0_ssts", _num(n), **d, segment=str(seg))
+        else:
+            out.add("db_l0_ssts", _num(stats.get("l0_ssts")), **d, segment="")
+        for name, key in DB_GAUGES:
+            out.add(name, _num(stats.get(key)), **d)
+        last = _num(stats.get("last_compaction_ms"))
+        out.add("db_last_compaction_timestamp_seconds", None if last is None else last / 1000,
+                **d)
+        holder = stats.get("compactor_holder")
+        if isinstance(holder, str) and holder != "unknown":
+            out.add("db_foreign_compactor", 1 if holder == "foreign" else 0, **d)
+        now = _num(stats.get("now_ms"))
+        out.add("db_stats_timestamp_seconds", None if now is None else now / 1000, **d)
+    out.add("db_stats_errors", errors, **d)
+    return out.families()

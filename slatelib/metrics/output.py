@@ -19,12 +19,21 @@ from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest, write_to_textfile
 
 from slatelib.errors import InvalidArgumentError
-from slatelib.metrics.families import L0LimitClock, run_families, standing_families
+from slatelib.metrics.families import (
+    L0LimitClock,
+    db_stats_families,
+    run_families,
+    standing_families,
+)
+from slatelib.objstore import ObjectStore
 
 __all__ = ["StandingMetrics", "emit_run_metrics", "push_run_metrics", "registry_of",
            "serving_metrics", "write_run_textfile"]
 
 log = logging.getLogger(__name__)
+
+StatsTarget = tuple[str, ObjectStore, str]
+"""A database whose stats the standing modes collect: ``(name, store, path)``."""
 
 
 class _Static:
@@ -81,7 +90,8 @@ def push_run_metrics(url: str, report: Mapping[str, Any], *, now_s: float | None
     pushed = 0
     for key in grouping_keys(report):
         db = key.get("db")
-        fams = run_families(report, now_s=now, databases=None if db is None else [db])
+        fams = run_families(report, now_s=now, databases=[] if db is None else [db],
+                            whole_run=db is None)
         rest = {k: v for k, v in key.items() if k != "job"}
         push_to_gateway(url, job=job, registry=registry_of(fams), grouping_key=rest,
                         timeout=timeout_s)
@@ -130,6 +140,8 @@ class StandingMetrics:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
+        self._stop = threading.Event()
+        self._stats_thread: threading.Thread | None = None
 
     def publish(self, status: Mapping[str, Any]) -> None:
         """Take the loop's latest status (thread-safe, cheap)."""
@@ -146,12 +158,57 @@ class StandingMetrics:
         with self._lock:
             self._extra[key] = list(families)
 
+    def start_db_stats(self, targets: Callable[[], Sequence[StatsTarget]],
+                       interval_s: float, *, worker: bool) -> None:
+        """Collect every database's stats (:func:`slatelib.ops.db_stats.collect_db_stats`:
+        one listing and a few reads per database) now and every ``interval_s`` on a daemon
+        thread, as the per-database families. ``targets``: the databases, listed again
+        each round. ``worker``: feed the L0-at-limit clock from the stats (the service
+        feeds it from its own polls)."""
+        def loop() -> None:
+            errors: dict[str, int] = {}
+            while True:
+                try:
+                    current = list(targets())
+                except Exception as exc:  # keep the last round's families
+                    log.warning("metrics: listing the databases failed [error=%s]", exc)
+                    current = []
+                for name, store, path in current:
+                    if self._stop.is_set():
+                        return
+                    self._collect_one(name, store, path, errors, worker=worker)
+                if self._stop.wait(interval_s):
+                    return
+
+        self._stats_thread = threading.Thread(target=loop, name="slatelib-metrics-stats",
+                                              daemon=True)
+        self._stats_thread.start()
+
+    def _collect_one(self, name: str, store: ObjectStore, path: str,
+                     errors: dict[str, int], *, worker: bool) -> None:
+        from slatelib.ops.db_stats import collect_db_stats
+
+        try:
+            stats = collect_db_stats(store, path).to_dict()
+        except Exception as exc:  # a damaged or vanished database: counted, not fatal
+            errors[name] = errors.get(name, 0) + 1
+            log.warning("metrics: collecting the stats failed [db=%s, error=%s]", name, exc)
+            self.publish_families(f"db:{name}", db_stats_families(name, None,
+                                                                  errors=errors[name]))
+            return
+        errors[name] = 0
+        if worker:
+            deepest = stats.get("l0_ssts_max_tree")
+            with self._lock:
+                self._l0.observe(name, deepest if isinstance(deepest, int) else None,
+                                 self._clock())
+        self.publish_families(f"db:{name}", db_stats_families(name, stats))
+
     def collect(self) -> Iterable[Metric]:
         """The Collector protocol: what a scrape returns."""
         with self._lock:
             status = self._status
-            fams = [] if status is None else standing_families(status, l0=None if "worker" in
-                                                               status else self._l0)
+            fams = [] if status is None else standing_families(status, l0=self._l0)
             extra = [f for fs in self._extra.values() for f in fs]
         return _merge([*fams, *extra])
 
@@ -177,6 +234,7 @@ class StandingMetrics:
 
     def close(self) -> None:
         """Stop serving (when serving)."""
+        self._stop.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -196,10 +254,13 @@ def _merge(families: Sequence[Metric]) -> list[Metric]:
 
 @contextlib.contextmanager
 def serving_metrics(port: int | None, host: str, *, l0_limit: int,
+                    targets: Callable[[], Sequence[StatsTarget]] | None = None,
+                    stats_interval_s: float = 0.0, worker: bool = False,
                     ) -> Iterator[StandingMetrics | None]:
     """``--metrics-port`` / ``--metrics-host`` of the worker and the service: a
     :class:`StandingMetrics` serving ``/metrics`` for the ``with`` block (None when
-    ``port`` is 0 or None: off).
+    ``port`` is 0 or None: off), with the per-database stats of ``targets`` collected every
+    ``stats_interval_s`` (0: not collected).
 
     Raises:
         InvalidArgumentError: the address could not be bound.
@@ -209,6 +270,8 @@ def serving_metrics(port: int | None, host: str, *, l0_limit: int,
         return
     metrics = StandingMetrics(l0_limit=l0_limit)
     metrics.serve(port, host)
+    if targets is not None and stats_interval_s > 0:
+        metrics.start_db_stats(targets, stats_interval_s, worker=worker)
     try:
         yield metrics
     finally:
