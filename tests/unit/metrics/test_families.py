@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from slatelib.exit_codes import EXIT_NAMES
 from slatelib.metrics import METRICS, L0LimitClock, run_families, standing_families
 from slatelib.metrics.families import FamilySet, db_stats_families
 from slatelib.metrics.output import registry_of
-from prometheus_client.exposition import generate_latest
 
 ALLOWED_LABELS = {"job", "db", "kind", "phase", "outcome", "state", "segment"}
 
