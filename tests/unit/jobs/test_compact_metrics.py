@@ -156,3 +156,44 @@ def test_metrics_options_are_refused_where_they_do_not_apply(tmp_path: Path) -> 
                                       "--metrics-port", "70000"])
     with pytest.raises(InvalidArgumentError, match="--metrics-port must be"):
         run(None, SERVICE_SETTINGS, args)
+
+
+def test_a_batch_run_writes_its_textfile_and_pushes_per_database(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``jobs/compact.py`` through its ``main`` (a dry run: no Spark): ``--metrics-file``
+    and ``--metrics-push`` carry the report's numbers; stdout stays the JSON report."""
+    import json
+
+    from jobs.compact import main
+    from tests.unit.metrics.test_output import Gateway
+
+    make_db(tmp_path, "a", 4)
+    make_db(tmp_path, "b", 5)
+    conf = tmp_path / "c.toml"
+    conf.write_text("[compaction]\nmin_range_bytes = 1\n")
+    prom = tmp_path / "textfile" / "slatelib_compact.prom"
+    prom.parent.mkdir()
+    gateway = Gateway()
+    try:
+        code = main(["--db", f"file://{tmp_path}/a", "--db", f"file://{tmp_path}/b",
+                     "--dry-run", "--policy", "l0", "--conf", str(conf),
+                     "--metrics-file", str(prom), "--metrics-push", gateway.url])
+    finally:
+        gateway.close()
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and [d["outcome"] for d in report["databases"]] == ["dry_run"] * 2
+    text = prom.read_text()
+    got = {(s.name, frozenset(s.labels.items())): s.value
+           for f in text_string_to_metric_families(text) for s in f.samples}
+    for d in report["databases"]:
+        jd = {"job": "compact", "db": d["db"]}
+        assert got[("slatelib_run_exit_code", lbl(**jd))] == 0
+        assert got[("slatelib_run_outcome", lbl(**jd, outcome="success"))] == 1
+        for phase, secs in d["phases_s"].items():
+            if phase != "total":
+                assert got[("slatelib_run_phase_seconds", lbl(**jd, phase=phase))] == secs
+    assert got[("slatelib_job_seconds", lbl(job="compact"))] == report["seconds"]
+    assert got[("slatelib_job_databases", lbl(job="compact"))] == 2
+    paths = sorted(p for _, p, _ in gateway.requests)
+    assert len(paths) == 3 and paths[0] == "/metrics/job/compact"
+    assert all(p.startswith("/metrics/job/compact/db@base64/") for p in paths[1:])
