@@ -11,6 +11,10 @@ a one-line human summary (the report's ``headline``) go to stderr. Every report 
 same top level: ``job``, ``status`` (the exit name), ``headline``, ``seconds`` (the wall
 time of the run, Spark's start included), ``totals`` and ``databases`` (one entry each),
 then what is particular to the job.
+
+Every job also takes ``--metrics-file PATH`` (the run's Prometheus metrics as a
+node-exporter textfile) and ``--metrics-push URL`` (the same to a Pushgateway), written
+once the report is out (:func:`emit_metrics`; docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ range across executors and committed by the driver with one manifest CAS.
     spark-submit jobs/compact.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
         [--policy l0|full|size-tiered] [--sources l0:<ULID>,sr:<id>,...]
         [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--takeover] [--conf FILE ...]
-        [--report FILE] [-v]
+        [--report FILE] [--metrics-file PATH] [--metrics-push URL] [-v]
+    spark-submit jobs/compact.py --worker | --service ... [--metrics-port PORT]
+        [--metrics-host HOST] [--metrics-db-interval DURATION]
 
 Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark task runner:
 tasks are small picklable range specs, executors open their own store from the task's
