@@ -8,10 +8,12 @@ registers, serves, writes and pushes them with ``prometheus_client``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
@@ -27,7 +29,8 @@ from slatelib.metrics.families import (
 )
 from slatelib.objstore import ObjectStore
 
-__all__ = ["StandingMetrics", "emit_run_metrics", "push_run_metrics", "registry_of",
+__all__ = ["PushGroup", "StandingMetrics", "emit_run_metrics", "push_groups",
+           "push_run_metrics", "registry_of",
            "serving_metrics", "write_run_textfile"]
 
 log = logging.getLogger(__name__)
@@ -65,35 +68,50 @@ def write_run_textfile(path: str, report: Mapping[str, Any], *,
     write_to_textfile(path, registry_of(fams))
 
 
-def grouping_keys(report: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The Pushgateway groups of a run: ``{job}`` for the whole-run families and
-    ``{job, db}`` per database, so that runs over other databases (or other jobs) never
-    replace this one's samples."""
+@dataclass(frozen=True)
+class PushGroup:
+    """One Pushgateway group of a run: its grouping key (``job`` first), the databases
+    whose families it holds, and whether it holds the whole-run families."""
+
+    key: dict[str, str]
+    databases: tuple[str, ...]
+    whole_run: bool
+
+
+def push_groups(report: Mapping[str, Any]) -> list[PushGroup]:
+    """The Pushgateway groups of a run, chosen so that no other run replaces them unless
+    it is a later run of the same job over the same databases:
+
+    - a run over one database: one group ``{job, db}`` with everything (the gateway labels
+      the whole-run families with ``db`` too);
+    - a run over several: ``{job, db}`` per database with its families, and
+      ``{job, selection}`` with the whole-run families, ``selection`` being a digest of
+      the run's sorted database URLs (the same selection, e.g. the same ``--discover``,
+      gives the same group)."""
     job = str(report.get("job", "unknown"))
-    keys = [{"job": job}]
-    for entry in report.get("databases") or []:
-        if isinstance(entry, Mapping) and entry.get("db") is not None:
-            keys.append({"job": job, "db": str(entry["db"])})
-    return keys
+    dbs = list(dict.fromkeys(str(e["db"]) for e in report.get("databases") or []
+                             if isinstance(e, Mapping) and e.get("db") is not None))
+    if len(dbs) == 1:
+        return [PushGroup({"job": job, "db": dbs[0]}, (dbs[0],), True)]
+    digest = hashlib.sha256("\n".join(sorted(dbs)).encode()).hexdigest()[:16]
+    return [PushGroup({"job": job, "selection": digest}, (), True),
+            *(PushGroup({"job": job, "db": d}, (d,), False) for d in dbs)]
 
 
 def push_run_metrics(url: str, report: Mapping[str, Any], *, now_s: float | None = None,
                      timeout_s: float = 30.0) -> int:
     """Push the run's families to the Pushgateway at ``url``: one PUT per group of
-    :func:`grouping_keys` (a PUT replaces its group). Returns the pushes made.
+    :func:`push_groups` (a PUT replaces its group). Returns the pushes made.
 
     Raises:
         OSError: the gateway refused or could not be reached (urllib's errors are OSError).
     """
     now = time.time() if now_s is None else now_s
-    job = str(report.get("job", "unknown"))
     pushed = 0
-    for key in grouping_keys(report):
-        db = key.get("db")
-        fams = run_families(report, now_s=now, databases=[] if db is None else [db],
-                            whole_run=db is None)
-        rest = {k: v for k, v in key.items() if k != "job"}
-        push_to_gateway(url, job=job, registry=registry_of(fams), grouping_key=rest,
+    for g in push_groups(report):
+        fams = run_families(report, now_s=now, databases=g.databases, whole_run=g.whole_run)
+        rest = {k: v for k, v in g.key.items() if k != "job"}
+        push_to_gateway(url, job=g.key["job"], registry=registry_of(fams), grouping_key=rest,
                         timeout=timeout_s)
         pushed += 1
     return pushed

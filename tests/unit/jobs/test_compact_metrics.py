@@ -195,5 +195,5 @@ def test_a_batch_run_writes_its_textfile_and_pushes_per_database(
     assert got[("slatelib_job_seconds", lbl(job="compact"))] == report["seconds"]
     assert got[("slatelib_job_databases", lbl(job="compact"))] == 2
     paths = sorted(p for _, p, _ in gateway.requests)
-    assert len(paths) == 3 and paths[0] == "/metrics/job/compact"
-    assert all(p.startswith("/metrics/job/compact/db@base64/") for p in paths[1:])
+    assert len(paths) == 3 and paths[2].startswith("/metrics/job/compact/selection/")
+    assert all(p.startswith("/metrics/job/compact/db@base64/") for p in paths[:2])

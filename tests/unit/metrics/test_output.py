@@ -5,6 +5,7 @@ it), and ``/metrics`` serves the latest published status over HTTP."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slatelib.metrics.output import (
     StandingMetrics,
     emit_run_metrics,
-    grouping_keys,
+    push_groups,
     push_run_metrics,
     write_run_textfile,
 )
@@ -92,11 +93,13 @@ def b64(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode()
 
 
-def test_push_puts_one_group_per_database_and_one_for_the_run(gateway: Gateway) -> None:
+def test_push_puts_one_group_per_database_and_one_for_the_selection(
+        gateway: Gateway) -> None:
     assert push_run_metrics(gateway.url, REPORT, now_s=10.0) == 3
     paths = [p for _, p, _ in gateway.requests]
     assert {m for m, _, _ in gateway.requests} == {"PUT"}
-    assert paths == ["/metrics/job/gc",
+    digest = hashlib.sha256(b"s3://bucket/tenants/a\ns3://bucket/tenants/b").hexdigest()[:16]
+    assert paths == [f"/metrics/job/gc/selection/{digest}",
                      f"/metrics/job/gc/db@base64/{b64('s3://bucket/tenants/a')}",
                      f"/metrics/job/gc/db@base64/{b64('s3://bucket/tenants/b')}"]
     run = samples(gateway.requests[0][2].decode())
@@ -104,13 +107,29 @@ def test_push_puts_one_group_per_database_and_one_for_the_run(gateway: Gateway) 
     assert not [n for n, _ in run if n.startswith("slatelib_run_")]
     a = samples(gateway.requests[1][2].decode())
     assert {dict(lbl)["db"] for _, lbl in a} == {"s3://bucket/tenants/a"}
+    assert not [n for n, _ in a if n.startswith("slatelib_job_")]
     assert a[("slatelib_run_deleted_bytes",
               frozenset({("job", "gc"), ("db", "s3://bucket/tenants/a")}))] == 400
 
 
-def test_grouping_keys_differ_for_every_database() -> None:
-    keys = grouping_keys(REPORT)
-    assert len({tuple(sorted(k.items())) for k in keys}) == len(keys) == 3
+def test_a_single_database_run_pushes_one_group_with_everything(gateway: Gateway) -> None:
+    one = {**REPORT, "databases": REPORT["databases"][:1]}
+    assert push_run_metrics(gateway.url, one, now_s=10.0) == 1
+    [(_, path, body)] = gateway.requests
+    assert path == f"/metrics/job/gc/db@base64/{b64('s3://bucket/tenants/a')}"
+    names = {n for n, _ in samples(body.decode())}
+    assert {"slatelib_job_seconds", "slatelib_run_deleted_bytes"} <= names
+
+
+def test_groups_of_runs_over_other_databases_never_coincide() -> None:
+    def keys(*dbs: str) -> set[tuple[tuple[str, str], ...]]:
+        report = {**REPORT, "databases": [{"db": d, "exit_code": 0} for d in dbs]}
+        return {tuple(sorted(g.key.items())) for g in push_groups(report)}
+
+    ab, ac, a = keys("x/a", "x/b"), keys("x/a", "x/c"), keys("x/a")
+    assert len(ab) == 3 and ab & ac == {(("db", "x/a"), ("job", "gc"))}
+    assert keys("x/b", "x/a") == ab  # the same selection, in any order: the same groups
+    assert a <= ab  # a later run over x/a alone replaces only x/a's group
 
 
 def test_push_to_nothing_is_reported_not_raised() -> None:
