@@ -123,7 +123,8 @@ def test_worker_serves_claims_outcomes_heartbeat_lag_and_per_segment_l0(
     args = build_parser().parse_args([
         "--worker", "--db", url, "--run-for", "5s", "--metrics-port", str(port),
         "--metrics-host", "127.0.0.1", "--metrics-db-interval", "100ms"])
-    thread, result = in_thread(lambda: run(None, WORKER_SETTINGS, args))
+    settings = replace(WORKER_SETTINGS, writer=WriterSettings(l0_max_ssts=2))
+    thread, result = in_thread(lambda: run(None, settings, args))
     labels = [t.label for t in trees(ManifestStore(store, "db").read_latest().value)]
 
     def compacted(s: Samples) -> bool:
@@ -137,8 +138,12 @@ def test_worker_serves_claims_outcomes_heartbeat_lag_and_per_segment_l0(
     assert got[("slatelib_compaction_heartbeat_lag_seconds", lbl(db=url))] == 0
     assert got[("slatelib_compaction_polls_total", frozenset())] >= 1
     # per segment L0 as the manifest has it (the worker never commits: still 2 each)
+    # each segment holds 2 L0s, the (lowered) limit: the worker sees it in the stats
     got = scrape_until(port, lambda s: ("slatelib_db_l0_ssts",
-                                        lbl(db=url, segment=labels[0])) in s)
+                                        lbl(db=url, segment=labels[0])) in s
+                       and (s.get(("slatelib_compaction_l0_at_limit_seconds_total",
+                                   lbl(db=url))) or 0) > 0)
+    assert got[("slatelib_db_l0_ssts_max_tree", lbl(db=url))] == 2
     m = ManifestStore(store, "db").read_latest().value
     assert {t.label: len(t.l0) for t in trees(m)} == {
         seg: got[("slatelib_db_l0_ssts", lbl(db=url, segment=seg))] for seg in labels}
