@@ -2,7 +2,7 @@
 
     spark-submit jobs/compact.py --service --db URL [--db URL ...] [--dbs-file FILE]
         [--discover PREFIX] [--max-concurrent N] [--run-for DURATION | --until-idle]
-        [--status-file FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
+        [--status-file FILE] [--status-history FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
 
 The flags of the service, which runs in :func:`slatelib.spark.standing.run_service` over
 :class:`slatelib.ops.compaction.service.CompactionService`: the databases come from the
@@ -16,6 +16,7 @@ second one abandons the running compactions and cancels their Spark jobs). Witho
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,9 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
         InvalidArgumentError: bad options or no database given (before anything runs).
     """
     check_service_args(args)
+    if getattr(args, "status_history", None) is not None:
+        settings = dataclasses.replace(settings, service=dataclasses.replace(
+            settings.service, status_history=args.status_history))
     databases = service_dbs(args, settings)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
     parallelism = parse_positive(args.parallelism, "--parallelism")

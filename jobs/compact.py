@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --metrics-port: collect each database's stats (L0, sorted "
                            "runs, checkpoints, manifests, WAL, GC backlog: one listing and a "
                            "few reads per database) this often (default 1m; 0: not at all)")
+    mode.add_argument("--status-history", metavar="FILE",
+                      help="service mode: append each database's L0 depth and sorted runs to "
+                      "this bounded JSON Lines file once a minute, for slate health --html "
+                      "(default [service] status_history)")
     return p
 
 
@@ -140,6 +144,7 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
     given = [f for f, v in (("--max-concurrent", args.max_concurrent),
                             ("--run-for", args.run_for), ("--until-idle", args.until_idle),
                             ("--status-file", args.status_file),
+                            ("--status-history", args.status_history),
                             ("--metrics-port", args.metrics_port)) if v]
     if given:
         raise InvalidArgumentError(f"{', '.join(given)} only apply with --worker or --service")

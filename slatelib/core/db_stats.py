@@ -29,8 +29,10 @@ Definitions (the ones a reader could get wrong):
   (:func:`slatelib.core.gc_rules.decide` over :func:`slatelib.core.gc_plan.build_rules`),
   after removing expired checkpoints as a run does: the same totals as ``slate gc`` (dry
   run) reports as ``to_delete``.
-- **Last compaction**: the newest write time of an SST of a sorted run (its listed
-  modification time, else its ULID time); None without sorted runs.
+- **Last compaction**: the newest creation time (its ULID's time) of an SST of a sorted run
+  that is this database's own (a clone's runs inherited from its parent do not count); a
+  compaction mints its outputs' ULIDs as it writes them, and unlike modification times they
+  survive copies and restores. None without such an SST.
 - **Foreign compactor**: the compactor epoch is held by a compactor that is not slatelib
   (:func:`slatelib.core.compactor_claim.judge_claim`: an official embedded compactor, a
   coordinator, an unknown tool), or the compactions file claims a newer epoch.
@@ -60,7 +62,7 @@ from slatelib.core.gc_text import fmt_time
 from slatelib.core.manifest import Checkpoint, Manifest, SstHandle
 from slatelib.core.segments import trees
 from slatelib.ids import Ulid, ulid_time_ms
-from slatelib.paths import CLAIMS_DIR, DbPaths
+from slatelib.paths import CLAIMS_DIR, SLATELIB_DIR, DbPaths
 
 ListedObject = tuple[str, int, int]
 """One listed object: ``(path, size in bytes, last modified in Unix ms)``."""
@@ -118,6 +120,8 @@ class DbStats:
     manifest_versions: int
     compactions_versions: int
     objects: int
+    """Objects in the database's own directories (``manifest/``, ``wal/``, ``compacted/``,
+    ``compactions/``, ``gc/``, ``slatelib/``); a database nested below it is not counted."""
     bytes: int
     wal_ssts_to_replay: int
     wal_bytes_to_replay: int
@@ -139,6 +143,9 @@ class DbStats:
     compactor_holder: str
     """``free``, ``ours`` (slatelib), ``foreign`` or ``unknown`` (not judged)."""
     compactor_reason: str
+    compactor_holder_epoch: int | None = None
+    """The epoch judged: the manifest's, or the compactions file's when that claims a newer
+    one (None: not judged)."""
     destroyed: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -204,10 +211,12 @@ class _Listing:
 
 def _split_listing(root: str, listing: Sequence[ListedObject]) -> _Listing:
     out = _Listing()
+    own = f"{root}/{SLATELIB_DIR}/" if root else f"{SLATELIB_DIR}/"
     for path, size, mtime in listing:
-        out.objects += 1
-        out.bytes += size
         c = classify(root, path, size)
+        if c.in_layout or path.startswith(own):  # not another database below this one
+            out.objects += 1
+            out.bytes += size
         if c.id is None:
             continue
         if c.kind is ObjectKind.COMPACTED:
@@ -224,7 +233,7 @@ def _split_listing(root: str, listing: Sequence[ListedObject]) -> _Listing:
 def _tree_stats(m: Manifest, sizes: Mapping[Ulid, tuple[int, int]]
                 ) -> tuple[dict[str, int], int, list[SortedRunStats], int | None]:
     """L0 views per tree, L0 bytes, the sorted runs with their bytes, and the newest
-    write time of a sorted run's SST."""
+    ULID time of a sorted run's own SST."""
     def size(sid: Ulid) -> int:
         got = sizes.get(sid)
         return got[0] if got is not None else estimated_sst_size(m.sst(sid))
@@ -243,8 +252,7 @@ def _tree_stats(m: Manifest, sizes: Mapping[Ulid, tuple[int, int]]
             for v in run.views:
                 if v.sst_id in external:
                     continue  # compacted by the parent database, not here
-                got = sizes.get(v.sst_id)
-                at = got[1] if got is not None else ulid_time_ms(v.sst_id)
+                at = ulid_time_ms(v.sst_id)
                 newest = at if newest is None else max(newest, at)
     return l0, l0_bytes, runs, newest
 
@@ -422,6 +430,7 @@ def compute_db_stats(
             1 for c in comps.recent_compactions if c.status.is_active),
         compactor_holder="unknown" if verdict is None else verdict.holder.value,
         compactor_reason="" if verdict is None else verdict.reason,
+        compactor_holder_epoch=None if verdict is None else verdict.epoch,
         destroyed=latest.destroyed_at_s is not None,
         notes=(() if compactions.error is None
                else (f"compactions file unreadable: {compactions.error}",)),

@@ -119,8 +119,18 @@ def collect_db_stats(
         UnavailableError / StorageError: the store failed.
     """
     root = DbPaths.of(db_path).root
-    listing = list_database(store, root)
     now = clock.now_ms() if now_ms is None else now_ms
+    stats = _collect(store, root, now, gc_options)
+    if stats.missing_ssts:
+        # A compaction may have committed between the listing and the manifest read (its
+        # outputs are then referenced but were not listed): look once more before
+        # reporting referenced SSTs as missing.
+        stats = _collect(store, root, now, gc_options)
+    return stats
+
+
+def _collect(store: ObjectStore, root: str, now: int, gc_options: GcOptions | None) -> DbStats:
+    listing = list_database(store, root)
     latest = read_latest_manifest(store, root, _newest(root, listing, ObjectKind.MANIFEST))
     compactions = _compactions(store, root, _newest(root, listing, ObjectKind.COMPACTIONS))
     ms = DbManifest(store, root)

@@ -68,7 +68,18 @@ def test_tree_counts_and_sorted_run_sizes() -> None:
     assert (s.sst_views, s.ssts, s.external_dbs) == (5, 5, 0)
     assert (s.live_ssts, s.live_sst_bytes, s.missing_ssts) == (5, 8300, 0)
     assert s.manifest_versions == 3 and s.compactions_versions == 2
-    assert s.objects == len(db.listing) and s.bytes == sum(n for _, n, _ in db.listing)
+    own = [o for o in db.listing if o[0] != "t/db/notes.txt"]  # not a database object
+    assert s.objects == len(own) and s.bytes == sum(n for _, n, _ in own)
+
+
+def test_a_database_nested_below_is_not_counted() -> None:
+    db = Db()
+    before = db.stats()
+    db.listing += [("t/db/child/manifest/00000000000000000001.manifest", 999, T0),
+                   ("t/db/child/compacted/x.sst", 999, T0)]
+    after = db.stats()
+    assert (after.objects, after.bytes, after.manifest_versions) == (
+        before.objects, before.bytes, before.manifest_versions)
 
 
 def test_wal_to_replay_and_replayed_split_at_the_replay_point() -> None:
@@ -154,7 +165,7 @@ def test_segments_split_l0_and_runs_per_tree() -> None:
 
 def test_last_compaction_is_the_newest_sorted_run_sst() -> None:
     db = Db()
-    assert db.stats().last_compaction_ms == T0 - HOUR  # c's listed mtime
+    assert db.stats().last_compaction_ms == T0 - 2 * HOUR  # c, d, e's ULID time
     no_runs = Db()
     no_runs.m = manifest(l0=[no_runs.a])
     assert no_runs.stats().last_compaction_ms is None
@@ -186,7 +197,7 @@ def test_to_dict_is_json_with_iso_twins() -> None:
     text = json.dumps(d)
     assert json.loads(text)["sorted_run_sizes"][0] == {"id": 1, "segment": "(top-level)",
                                                       "ssts": 2, "bytes": 3000}
-    assert d["last_compaction"] == "2027-01-15T07:00:00Z"
+    assert d["last_compaction"] == "2027-01-15T06:00:00Z"
     assert d["gc_reclaimable_by_kind"]["manifest"] == {"objects": 2, "bytes": 100}
     assert d["oldest_checkpoint_id"] == str(uuid.UUID(int=5))
     assert d["foreign_compactor"] is False

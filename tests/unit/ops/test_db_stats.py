@@ -11,11 +11,19 @@ import pytest
 from slatelib.clock import SYSTEM_CLOCK
 from slatelib.core.compactions import CompactionStatus
 from slatelib.errors import NotADatabaseRootError
-from slatelib.objstore import ObjectStore, open_store
+from slatelib.objstore import ObjectMeta, ObjectStore, open_store
 from slatelib.ops.db_stats import collect_db_stats
 from slatelib.ops.gc import collect_garbage
 from slatelib.testing.faulty import FlakyObjectStore
-from tests.unit.gc_support import HOUR, DbWriter, checkpoint, compactions, manifest, ulid_at
+from tests.unit.gc_support import (
+    HOUR,
+    DbWriter,
+    HookedStore,
+    checkpoint,
+    compactions,
+    manifest,
+    ulid_at,
+)
 
 ROOT = "t/db"
 
@@ -80,3 +88,31 @@ def test_an_epoch_no_slatelib_run_claimed_is_a_foreign_compactor(store: ObjectSt
 def test_no_database_is_refused(store: ObjectStore) -> None:
     with pytest.raises(NotADatabaseRootError):
         collect_db_stats(store, "t/nothing")
+
+
+def test_an_sst_missing_from_the_listing_is_looked_for_again(store: ObjectStore) -> None:
+    """A compaction committing between the listing and the manifest read leaves its outputs
+    unlisted: one more look, before they are reported missing."""
+    w, _ = write_db(store)
+    hooked = HookedStore(store)
+    lists = []
+
+    def first_without_ssts(prefix: str) -> list[ObjectMeta] | None:
+        lists.append(prefix)
+        if len(lists) > 1:
+            return None
+        return [m for m in store.list(prefix) if "/compacted/" not in m.path]
+
+    hooked.listing = first_without_ssts
+    stats = collect_db_stats(hooked, ROOT)  # type: ignore[arg-type]
+    assert len(lists) == 2 and stats.missing_ssts == 0 and stats.live_ssts == 2
+    gone = w.paths.compacted(next(iter(manifest_ssts(store))))
+    store.delete(gone)
+    lost = collect_db_stats(store, ROOT)
+    assert lost.missing_ssts == 1 and "missing from the listing" in lost.gc_refused[0]
+
+
+def manifest_ssts(store: ObjectStore) -> list[int]:
+    from slatelib.db_manifest import DbManifest
+
+    return sorted(DbManifest(store, ROOT).read_latest().value.referenced_sst_ids())
