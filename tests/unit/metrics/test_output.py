@@ -160,3 +160,53 @@ def test_standing_metrics_serve_the_latest_status_over_http() -> None:
         assert got[("slatelib_compaction_l0_at_limit_seconds_total", d)] == 12
     finally:
         m.close()
+
+
+def test_per_database_families_are_the_databases_stats(tmp_path: Path) -> None:
+    """The standing modes' per-database families, collected from real databases: the
+    numbers are what the manifest and the files say; a database that cannot be read counts
+    an error and shows nothing else."""
+    import random
+    import time
+
+    from slatelib.core.row import VALUE
+    from slatelib.objstore import open_store
+    from slatelib.ops.checkpoint import create_checkpoint
+    from slatelib.store.manifest_store import ManifestStore
+    from tests.compaction_fixtures import NOW_MS, flush_l0, new_db
+
+    store = open_store(f"file://{tmp_path}")
+    new_db(store, "db")
+    rng = random.Random(7)
+    for seq in (1, 2, 3):
+        flush_l0(store, "db", [(b"k%03d" % k, seq, VALUE, b"v", None, NOW_MS)
+                               for k in rng.sample(range(100), 20)])
+    create_checkpoint("db", store, lifetime=3600)
+    m = StandingMetrics(l0_limit=8)
+    m.start_db_stats(lambda: [("file:///db", store, "db"), ("file:///gone", store, "gone")],
+                     3600, worker=False)
+    try:
+        deadline = time.monotonic() + 30
+        got: dict[Any, float] = {}
+        while time.monotonic() < deadline:
+            got = samples(m.exposition().decode())
+            if ("slatelib_db_stats_errors", frozenset({("db", "file:///gone")})) in got \
+                    and ("slatelib_db_checkpoints", frozenset({("db", "file:///db")})) in got:
+                break
+            time.sleep(0.02)
+    finally:
+        m.close()
+    d = frozenset({("db", "file:///db")})
+    latest = ManifestStore(store, "db").read_latest().value
+    compacted = list((tmp_path / "db" / "compacted").iterdir())
+    assert got[("slatelib_db_l0_ssts", d | {("segment", "")})] == len(latest.l0) == 3
+    assert got[("slatelib_db_sst_views", d)] == 3
+    assert got[("slatelib_db_sorted_runs", d)] == 0
+    assert got[("slatelib_db_checkpoints", d)] == len(latest.checkpoints) == 1
+    assert got[("slatelib_db_manifest_versions", d)] == \
+        len(list((tmp_path / "db" / "manifest").iterdir()))
+    assert got[("slatelib_db_live_bytes", d)] == sum(p.stat().st_size for p in compacted)
+    assert got[("slatelib_db_stats_errors", d)] == 0
+    gone = [k for k in got if ("db", "file:///gone") in k[1]]
+    assert gone == [("slatelib_db_stats_errors", frozenset({("db", "file:///gone")}))]
+    assert got[gone[0]] == 1
