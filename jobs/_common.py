@@ -128,6 +128,7 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
                         "file before anything else (repeatable; the environment wins); they "
                         "are passed on to the executors as spark.executorEnv.*")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("--metrics-file", metavar="PATH",
                    help="write the run's Prometheus metrics to PATH for node-exporter's "
                         "textfile collector (name it *.prom; written to a temporary file, "
@@ -135,7 +136,6 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
     p.add_argument("--metrics-push", metavar="URL",
                    help="push the run's Prometheus metrics to the Pushgateway at URL, "
                         "grouped by job and by job and database (docs/metrics.md)")
-    p.add_argument("-v", "--verbose", action="count", default=0)
 
 
 def split_under_root(url: str, store_root: str | None, *,
