@@ -114,6 +114,13 @@ _ALL = (
     _g("compaction_last_poll_timestamp_seconds", D, "Unix time of the last poll.",
        "standing"),
     _c("compaction_polls", (), "Worker: polls over every database.", "standing"),
+    _c("compaction_store_requests", ("kind",),
+       "Object-store requests this process (the Spark driver) made, by kind: polls, claims, "
+       "heartbeats, commits, the per-database stats (and key ranges run on threads); "
+       "executors' requests are not included.", "standing"),
+    _c("compaction_store_bytes_read", (), "Object bytes this process received.", "standing"),
+    _c("compaction_store_bytes_written", (), "Object bytes this process sent.", "standing"),
+    _c("compaction_store_retries", (), "Store requests this process retried.", "standing"),
     # ---------------------------------------------------------------------- per database
     _g("db_l0_ssts", (*D, "segment"),
        "L0 SSTs per tree (segment \"\": a database without segments).", "db"),

@@ -17,11 +17,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from slatelib.exit_codes import EXIT_NAMES, exit_name
 from slatelib.metrics.catalog import metric
 
-__all__ = ["FamilySet", "L0LimitClock", "db_stats_families", "run_families",
-           "standing_families"]
+__all__ = ["REQUEST_KINDS", "FamilySet", "L0LimitClock", "db_stats_families",
+           "process_request_families", "run_families", "standing_families"]
 
 OUTCOMES = tuple(EXIT_NAMES[c] for c in sorted(EXIT_NAMES))
 SERVICE_STATES = ("idle", "queued", "running", "backoff", "refused")
+REQUEST_KINDS = ("get", "ranged_get", "head", "put", "conditional_put", "list", "delete",
+                 "multi_delete")
+"""The store request kinds (as S3 bills them; the report's ``store_requests`` shape)."""
 
 
 class FamilySet:
@@ -259,6 +262,18 @@ def _service_db(out: FamilySet, d: Mapping[str, Any], db: dict[str, str]) -> Non
         out.add("compaction_db_state", 1 if s == state else 0, **db, state=s)
     out.add("compaction_l0_ssts", _num(d.get("l0")), **db)
     out.add("compaction_sorted_runs", _num(d.get("sorted_runs")), **db)
+
+
+def process_request_families(counts: Mapping[str, Any]) -> list[Metric]:
+    """The process's store requests so far (counters; every kind, zeros included) from
+    flat counts: ``{kind: n, "bytes_read": n, "bytes_written": n, "retries": n}``."""
+    out = FamilySet()
+    for kind in REQUEST_KINDS:
+        out.add("compaction_store_requests", _num(counts.get(kind, 0)), kind=kind)
+    out.add("compaction_store_bytes_read", _num(counts.get("bytes_read", 0)))
+    out.add("compaction_store_bytes_written", _num(counts.get("bytes_written", 0)))
+    out.add("compaction_store_retries", _num(counts.get("retries", 0)))
+    return out.families()
 
 
 # ----------------------------------------------------------------------------- databases

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from slatelib.errors import InvalidArgumentError
 from slatelib.metrics.families import (
     L0LimitClock,
     db_stats_families,
+    process_request_families,
     run_families,
     standing_families,
 )
@@ -139,6 +141,17 @@ def emit_run_metrics(report: Mapping[str, Any], *, metrics_file: str | None,
     return problems
 
 
+def process_requests() -> dict[str, int] | None:
+    """This process's store requests so far, flat (``slatelib.objstore.accounting``), or
+    None where request accounting is not built in."""
+    try:
+        accounting = importlib.import_module("slatelib.objstore.accounting")
+    except ImportError:
+        return None
+    flat: dict[str, int] = accounting.snapshot().as_flat()
+    return flat
+
+
 class StandingMetrics:
     """The ``/metrics`` of the worker or the service: the loop calls :meth:`publish` with
     its status (the status file's content) after every pass; a scrape builds the families
@@ -228,6 +241,9 @@ class StandingMetrics:
             status = self._status
             fams = [] if status is None else standing_families(status, l0=self._l0)
             extra = [f for fs in self._extra.values() for f in fs]
+        counts = process_requests()
+        if counts is not None:
+            extra += process_request_families(counts)
         return _merge([*fams, *extra])
 
     def exposition(self) -> bytes:

@@ -195,3 +195,14 @@ def test_db_stats_families_per_segment_and_without_segments() -> None:
     assert value(flat, "slatelib_db_l0_ssts", db="d", segment="") == 3
     failed = scrape(db_stats_families("d", None, errors=2))
     assert failed == {("slatelib_db_stats_errors", (("db", "d"),)): 2.0}
+
+
+def test_process_request_families_show_every_kind() -> None:
+    from slatelib.metrics.families import REQUEST_KINDS, process_request_families
+
+    s = scrape(process_request_families({"list": 12, "get": 3, "bytes_read": 900}))
+    assert {dict(k[1])["kind"]: v for k, v in s.items()
+            if k[0] == "slatelib_compaction_store_requests_total"} == {
+        k: {"list": 12, "get": 3}.get(k, 0) for k in REQUEST_KINDS}
+    assert value(s, "slatelib_compaction_store_bytes_read_total") == 900
+    assert value(s, "slatelib_compaction_store_retries_total") == 0
