@@ -31,8 +31,8 @@ from slatelib.metrics.families import (
 )
 from slatelib.objstore import ObjectStore
 
-__all__ = ["PushGroup", "StandingMetrics", "emit_run_metrics", "push_groups",
-           "push_run_metrics", "registry_of",
+__all__ = ["PushGroup", "StandingMetrics", "StatsTarget", "emit_run_metrics",
+           "process_requests", "push_groups", "push_run_metrics", "registry_of",
            "serving_metrics", "write_run_textfile"]
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,11 @@ class StandingMetrics:
         with self._lock:
             self._extra[key] = list(families)
 
+    def _forget_except(self, keys: set[str]) -> None:
+        with self._lock:
+            for k in [k for k in self._extra if k.startswith("db:") and k not in keys]:
+                del self._extra[k]
+
     def start_db_stats(self, targets: Callable[[], Sequence[StatsTarget]],
                        interval_s: float, *, worker: bool) -> None:
         """Collect every database's stats (:func:`slatelib.ops.db_stats.collect_db_stats`:
@@ -204,6 +209,8 @@ class StandingMetrics:
                 except Exception as exc:  # keep the last round's families
                     log.warning("metrics: listing the databases failed [error=%s]", exc)
                     current = []
+                else:  # databases no longer watched leave the scrape
+                    self._forget_except({f"db:{name}" for name, _, _ in current})
                 for name, store, path in current:
                     if self._stop.is_set():
                         return

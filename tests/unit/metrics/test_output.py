@@ -210,3 +210,34 @@ def test_per_database_families_are_the_databases_stats(tmp_path: Path) -> None:
     gone = [k for k in got if ("db", "file:///gone") in k[1]]
     assert gone == [("slatelib_db_stats_errors", frozenset({("db", "file:///gone")}))]
     assert got[gone[0]] == 1
+
+
+def test_databases_no_longer_watched_leave_the_scrape(tmp_path: Path) -> None:
+    import time
+
+    from slatelib.objstore import open_store
+    from tests.compaction_fixtures import new_db
+
+    store = open_store(f"file://{tmp_path}")
+    for name in ("a", "b"):
+        new_db(store, name)
+    watched = [("A", store, "a"), ("B", store, "b")]
+    m = StandingMetrics(l0_limit=8)
+    m.start_db_stats(lambda: list(watched), 0.02, worker=False)
+
+    def dbs() -> set[str]:
+        return {dict(k[1])["db"] for k in samples(m.exposition().decode())
+                if k[0] == "slatelib_db_sorted_runs"}
+
+    def wait_for(want: set[str]) -> set[str]:
+        deadline = time.monotonic() + 30
+        while (got := dbs()) != want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return got
+
+    try:
+        assert wait_for({"A", "B"}) == {"A", "B"}
+        del watched[1]
+        assert wait_for({"A"}) == {"A"}
+    finally:
+        m.close()
