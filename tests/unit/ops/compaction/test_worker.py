@@ -339,21 +339,25 @@ def test_the_status_shows_each_running_jobs_heartbeat_age(store: ObjectStore) ->
     t.start()
 
     def age() -> float | None:
-        running = w.status()["databases"][0]["running"]
+        dbs = w.status()["databases"]
+        running = dbs[0]["running"] if dbs else []
         return running[0]["heartbeat_age_s"] if running else None
 
-    deadline = time.monotonic() + 30
-    while age() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    first = age()
-    assert first is not None
-    time.sleep(0.3)
-    later = age()
-    assert later is not None and later >= first + 0.25
-    w.heartbeat_once()
-    after = age()
-    assert after is not None and after < later - 0.2
-    gate.set()
-    t.join(30)
+    try:
+        deadline = time.monotonic() + 30
+        while age() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = age()
+        assert first is not None
+        time.sleep(0.3)
+        later = age()
+        assert later is not None and later >= first + 0.25
+        w.heartbeat_once()
+        after = age()
+        assert after is not None and after < later - 0.2
+    finally:
+        gate.set()
+        t.join(30)
+    assert not t.is_alive()
     assert published and published[-1]["state"] == "stopped"
     assert any(d["running"] for s in published for d in s["databases"])  # type: ignore[attr-defined]
