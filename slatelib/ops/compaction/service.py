@@ -252,7 +252,8 @@ class CompactionService:
     full list of databases (new ones join; ones that are gone leave once idle).
     ``stop``: an event that requests a stop when set (as one :meth:`request_stop`).
     ``clock`` drives every interval and timestamp (tests pass a fake one and call
-    :meth:`step`).
+    :meth:`step`). ``on_status``, when given, is called with :meth:`status` after every
+    pass (the ``/metrics`` endpoint's snapshot, :class:`slatelib.metrics.StandingMetrics`).
 
     Raises:
         InvalidArgumentError: no database, ``max_concurrent`` below 1, non-positive
@@ -278,6 +279,7 @@ class CompactionService:
         abandon_grace_s: float = ABANDON_GRACE_S,
         stop: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        on_status: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.settings = settings or Settings()
         ss = self.settings.service
@@ -310,6 +312,7 @@ class CompactionService:
         self.abandon_grace_s = abandon_grace_s
         self.stop_event = stop
         self.clock = clock
+        self.on_status = on_status
         self._dbs: dict[str, _Db] = {}
         self._add(databases)
         if not self._dbs:
@@ -412,6 +415,8 @@ class CompactionService:
         if finished or now >= self._next_status:
             self._write_status(now, final=finished)
             self._next_status = now + self.settings.service.status_interval
+        if self.on_status is not None:  # the metrics endpoint's snapshot
+            self.on_status(self.status(final=finished))
         if finished:
             self._finished = True
             if self._pool is not None:
@@ -708,7 +713,9 @@ class CompactionService:
             "running": None if db.running is None else self._running_entry(db, now),
             "last_poll_at": iso_ms(db.last_poll_ms),
             "last_compaction_at": iso_ms(db.last_compaction_ms),
-            "compactions": db.compactions, "last_error": db.last_error,
+            "compactions": db.compactions, "errors": db.errors, "refusals": db.refusals,
+            "abandoned": db.abandoned, "rows_in": db.rows_in, "rows_out": db.rows_out,
+            "bytes_in": db.bytes_in, "bytes_out": db.bytes_out, "last_error": db.last_error,
         }
 
     def _totals(self) -> dict[str, int]:
