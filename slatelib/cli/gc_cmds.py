@@ -13,7 +13,8 @@ manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stde
 --no-dry-run`` together is refused: exit code 2); a directory's own dry run
 (``--no-wal-dry-run``, ``[gc.wal_options] dry_run = false``) wins over that default, and
 ``--<dir>-min-age`` / ``--no-boundary-files`` set the other per-directory options
-(:mod:`slatelib.ops.gc.flags`).
+(:mod:`slatelib.ops.gc.flags`). Progress (objects listed and deleted, rate, ETA) goes to stderr
+when it is a terminal, or with ``--progress`` (docs/progress.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from slatelib.core.gc_rules import GcDecision
 from slatelib.ops.gc import check_db_spelling, collect_garbage
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
+from slatelib.ops.progress import add_progress_args, progress_output_from_args
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -63,8 +65,9 @@ def cmd_gc(ctx: Context) -> int | None:
             ctx.emit(d.to_json())
 
     started = time.monotonic()
-    report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
-                             on_decision=show, options=options)
+    with progress_output_from_args(args):  # stderr; on a terminal unless --[no-]progress
+        report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
+                                 on_decision=show, options=options)
     dry_run = report.dry_run
     seconds = time.monotonic() - started
     rep = report.to_json()
@@ -104,4 +107,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "gc", help="garbage-collect the database (dry run by default): one decision per object",
     )
     add_gc_args(p)
+    add_progress_args(p)
     p.set_defaults(func=cmd_gc)

@@ -1,0 +1,89 @@
+"""Progress of Spark work, learnt on the driver from finished tasks (thin over
+:mod:`slatelib.ops.progress`).
+
+:func:`track` runs the ``with`` block's Spark jobs in a job group of their own and, from a
+watcher thread, polls ``SparkContext.statusTracker()`` for the group's tasks (finished and
+total) and, when given, an accumulator that the tasks add their work to (objects listed or
+deleted, bytes compacted). Both reach the driver with each finished task's result, through
+Spark itself, so this works the same with executors on other hosts; nothing is shared
+through files. Progress is therefore per task: a task's work shows when it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from slatelib.ops.progress import Progress
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+__all__ = ["POLL_S", "group_tasks", "track"]
+
+POLL_S = 0.2
+_GROUP = "spark.jobGroup.id"
+
+
+def group_tasks(sc: SparkContext, group: str) -> tuple[int, int]:
+    """``(finished, total)`` tasks of the stages of the job group's jobs so far."""
+    tracker = sc.statusTracker()
+    done = total = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job_id)
+        for stage_id in info.stageIds if info else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+                total += stage.numTasks
+    return done, total
+
+
+@contextmanager
+def track(sc: SparkContext, progress: Progress, *, counter: Any = None,
+          poll_s: float = POLL_S) -> Iterator[None]:
+    """Feed ``progress`` while the block runs: ``counter.value`` (an accumulator) as done
+    when given, with the fraction of tasks finished for the ETA (the total being unknown
+    unless ``progress`` has one); else the finished tasks out of the tasks so far. The job
+    group the block ran in is restored afterwards. A no-op when progress is off."""
+    if progress.out is None:
+        yield
+        return
+    group = f"slatelib-progress-{uuid.uuid4().hex[:12]}"
+    previous = sc.getLocalProperty(_GROUP)
+    sc.setJobGroup(group, progress.state.label)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(poll_s):
+            try:
+                feed(sc, group, progress, counter)
+            except Exception:  # progress is best effort: never fail the job over it
+                return
+
+    watcher = threading.Thread(target=poll, name="slatelib-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        try:
+            feed(sc, group, progress, counter)
+        except Exception:
+            pass
+        sc.setLocalProperty(_GROUP, previous)  # type: ignore[arg-type]
+
+
+def feed(sc: SparkContext, group: str, progress: Progress, counter: Any) -> None:
+    """One poll (see :func:`track`)."""
+    done, total = group_tasks(sc, group)
+    detail = f"{done}/{total} tasks" if total else ""
+    if counter is not None:
+        progress.update(int(counter.value), fraction=done / total if total else None,
+                        detail=detail)
+    else:
+        progress.update(done, total=total or None)
