@@ -8,7 +8,7 @@ total is unknown but the caller knows a fraction, e.g. Spark tasks finished), an
 
     gc delete  41,200/100,000 objects  8,150/s  ETA 7s
     export  12.0 MB/31.5 MB  3.1 MB/s  ETA 6s  3/8 tasks
-    gc list  12,000 objects  3,000/s  done in 4s
+    gc list  12,000 objects  3,000/s  done in 4.0s
 
 A :class:`Throttle` says when the next line is due (at most one per ``interval_s``; a
 forced line, such as the last one, always is). The shell that writes the lines to stderr is
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from slatelib.core.humanize import fmt_bytes, fmt_count
 
-__all__ = ["RATE_TAU_S", "ProgressState", "Throttle", "fmt_eta", "fmt_rate"]
+__all__ = ["RATE_TAU_S", "ProgressState", "Throttle", "fmt_duration", "fmt_eta", "fmt_rate"]
 
 RATE_TAU_S = 5.0
 """Time constant of the rate's moving average: a change in speed shows within a few
@@ -37,6 +37,11 @@ def fmt_eta(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def fmt_duration(seconds: float) -> str:
+    """How long a phase took: ``0.3s``, ``12.0s``, then as :func:`fmt_eta` from a minute."""
+    return f"{max(0.0, seconds):.1f}s" if seconds < 60 else fmt_eta(seconds)
 
 
 def _amount(n: float, unit: str) -> str:
@@ -120,7 +125,7 @@ class ProgressState:
             if rate is not None and (self.done > 0 or not final):
                 parts.append(fmt_rate(rate, self.unit))
         if final:
-            parts.append(f"done in {fmt_eta(elapsed)}")
+            parts.append(f"done in {fmt_duration(elapsed)}")
         elif (eta := self.eta_s(now)) is not None:
             parts.append(f"ETA {fmt_eta(eta)}")
         if self.detail:

@@ -141,12 +141,15 @@ class SparkBackend:
         into key ranges that the executors list in parallel."""
         if directory not in (WAL_DIR, COMPACTED_DIR):
             return self.local.list_dir(store, root, directory, hi_hint)
+        progress = start(f"gc list {join(root, directory)}")
         probe: list[Row] = []
         for meta in list_directory(store, root, directory):
             probe.append((meta.path, meta.size, meta.last_modified_ms))
+            progress.update(len(probe))
             if len(probe) > PROBE:
                 break
         if len(probe) <= PROBE:
+            progress.finish(len(probe))
             if len(probe) <= self.local_threshold:
                 return LocalListing(root, probe)
             rows = [(p, s, m, id_key(root, p, s)) for p, s, m in probe]
@@ -180,7 +183,6 @@ class SparkBackend:
         df = df.persist()
         self._cached.append(df)
         # Listed here, under progress, rather than by the first action that needs it.
-        progress = start(f"gc list {join(root, directory)}")
         with track(self.sc, progress, counter=listed_count):
             n_listed = df.count()
         progress.finish(n_listed)
