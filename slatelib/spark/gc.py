@@ -301,10 +301,11 @@ class SparkBackend:
 
         out = DeleteTally()
         guarded = on_executors(self.sc, delete_batches, iterator=True)
-        progress = start(f"gc delete {rules.root or '/'}", total=to_delete)
+        kinds = sorted({k for (k, action) in decisions.tally() if action == Action.DELETE.value})
+        progress = start(" ".join(["gc delete", rules.root or "/", *kinds]), total=to_delete)
         with track(self.sc, progress, counter=done_count):
             results = joined.repartition(parts).mapInPandas(guarded, TALLY).collect()
-        progress.finish(to_delete)
+        progress.finish()  # the tasks' own count, as the last poll left it
         for row in results:
             out.merge(DeleteTally(**json.loads(row["tally"])))
         return out

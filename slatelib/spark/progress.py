@@ -29,16 +29,22 @@ _GROUP = "spark.jobGroup.id"
 
 
 def group_tasks(sc: SparkContext, group: str) -> tuple[int, int]:
-    """``(finished, total)`` tasks of the stages of the job group's jobs so far."""
+    """``(finished, total)`` tasks of the stages of the job group's jobs so far. A stage of
+    an ended job without a finished task was skipped (its output was cached or shuffled
+    already) and does not count; a running job's pending stages do."""
     tracker = sc.statusTracker()
     done = total = 0
     for job_id in tracker.getJobIdsForGroup(group):
         info = tracker.getJobInfo(job_id)
-        for stage_id in info.stageIds if info else ():
+        if info is None:
+            continue
+        ended = str(info.status) in ("SUCCEEDED", "FAILED")
+        for stage_id in info.stageIds:
             stage = tracker.getStageInfo(stage_id)
-            if stage is not None:
-                done += stage.numCompletedTasks
-                total += stage.numTasks
+            if stage is None or (ended and stage.numCompletedTasks == 0):
+                continue
+            done += stage.numCompletedTasks
+            total += stage.numTasks
     return done, total
 
 
@@ -83,7 +89,9 @@ def feed(sc: SparkContext, group: str, progress: Progress, counter: Any) -> None
     done, total = group_tasks(sc, group)
     detail = f"{done}/{total} tasks" if total else ""
     if counter is not None:
-        progress.update(int(counter.value), fraction=done / total if total else None,
-                        detail=detail)
+        value = int(counter.value)  # a retried task adds again: never past a known total
+        if progress.state.total is not None:
+            value = min(value, progress.state.total)
+        progress.update(value, fraction=done / total if total else None, detail=detail)
     else:
         progress.update(done, total=total or None)
