@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
-from slatelib.ops.engine import TaskFailure
-from slatelib.ops.engine.task_size import task_bytes
+from slatelib.ops.engine import TaskFailure, task_bytes
 from slatelib.ops.progress import start
 from slatelib.spark.executors import map_on_executors
 from slatelib.spark.guard import placement

@@ -27,8 +27,6 @@ from slatelib.ops.engine._task import (
     TaskFailure,
     TaskOutcome,
 )
-from slatelib.ops.engine.task_size import task_bytes
-from slatelib.ops.progress import current, start
 
 __all__ = [
     "TaskRunner",
@@ -70,37 +68,19 @@ class TaskRunner(Protocol):
 
 
 class ThreadTaskRunner:
-    """Runs tasks in a thread pool of this process (``slate compact``, tests), with the
-    estimated input bytes of the finished tasks as progress under ``label``
-    (:mod:`slatelib.ops.progress`; shown only when an output is installed)."""
+    """Runs tasks in a thread pool of this process (``slate compact``, tests)."""
 
     def __init__(self, max_workers: int | None = None,
-                 task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
-                 *, label: str = "compaction") -> None:
+                 task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task) -> None:
         self.max_workers = max_workers or os.cpu_count() or 1
         self.task_fn = task_fn
-        self.label = label
 
     def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
-        if not tasks:
-            return []
-        sizes = [task_bytes(t) for t in tasks] if current() is not None else [0] * len(tasks)
-        with start(self.label, unit="bytes", total=sum(sizes)) as progress:
-            if len(tasks) <= 1 or self.max_workers <= 1:
-                out = []
-                for t, size in zip(tasks, sizes, strict=True):
-                    out.append(self.task_fn(t))
-                    progress.add(size)
-                return out
-
-            def run(item: tuple[CompactionTask, int]) -> TaskOutcome:
-                outcome = self.task_fn(item[0])
-                progress.add(item[1])
-                return outcome
-
-            with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
-                                    thread_name_prefix="compact-task") as pool:
-                return list(pool.map(run, zip(tasks, sizes, strict=True)))
+        if len(tasks) <= 1 or self.max_workers <= 1:
+            return [self.task_fn(t) for t in tasks]
+        with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
+                                thread_name_prefix="compact-task") as pool:
+            return list(pool.map(self.task_fn, tasks))
 
 
 def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],

@@ -1,5 +1,5 @@
 """The estimated input bytes of a compaction task: what progress counts (the Spark runner
-of :mod:`slatelib.spark.compaction` and :class:`slatelib.ops.engine.ThreadTaskRunner`).
+of :mod:`slatelib.spark.compaction`, ``slate compact``'s threads).
 Pure."""
 
 from __future__ import annotations
