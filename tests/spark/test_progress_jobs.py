@@ -106,3 +106,27 @@ def test_gc_and_export_jobs_write_progress_to_stderr_and_only_json_to_stdout(
                                  "--no-progress")
     assert code == 0 and json.loads(out)["job"] == "export"
     assert not [x for x in err.splitlines() if x.startswith("export file://")]
+
+
+def test_rescale_on_spark_shows_its_phases_and_the_bytes_compacted_by_the_tasks(
+        spark: Any, tmp_path: Path) -> None:
+    from jobs.rescale import build_parser as rescale_parser
+    from jobs.rescale import run as rescale_run
+    from tests.spark.test_rescale_job import SETTINGS, _source
+
+    _source(tmp_path)
+    root = f"file://{tmp_path}"
+    args = rescale_parser().parse_args(["split", "--db", f"{root}/src", "--into", "2",
+                                        "--to", f"{root}/shard-{{i}}", "--store-root", root])
+    stream = io.StringIO()
+    with progress_output(True, interval_s=0.0, stream=stream, tty=False):
+        report, code = rescale_run(spark, SETTINGS, args)
+    assert code == 0, report
+    lines = stream.getvalue().splitlines()
+    phases = {x.split("  ")[0] for x in lines if x.startswith("rescale split ")}
+    assert {"rescale split plan", "rescale split compact", "rescale split release"} <= phases
+    [compacted] = [x for x in lines if x.startswith("rescale compaction  ")]
+    done, total = compacted.split("  ")[1].split("/")
+    assert done == total and total.endswith("kB"), compacted  # the accumulator's bytes
+    tasks_done, tasks = compacted.rsplit("  ", 1)[1].removesuffix(" tasks").split("/")
+    assert tasks_done == tasks != "0" and "  done in " in compacted, compacted
