@@ -5,31 +5,24 @@ which runs the same plan on Spark executors. The JSON report has the shape of th
 (:mod:`slatelib.ops.job_report`): ``job``, ``status``, ``headline``, ``seconds``,
 ``dry_run``, ``totals`` and ``databases`` with the one database (its compaction status as
 ``outcome``). Ends with the headline on stderr (``compacted 3 L0 (3.9 MB) -> 1 SST
-(1.8 MB); 42,772 versions dropped; 1.7 s``). While it runs, progress (estimated input bytes
-compacted, rate, ETA) goes to stderr when it is a terminal, or with ``--progress``
-(docs/progress.md).
+(1.8 MB); 42,772 versions dropped; 1.7 s``).
+
+While it runs, progress (estimated input bytes compacted, rate, ETA) goes to stderr when it
+is a terminal, or with ``--progress`` (docs/progress.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from slatelib.cli import output
+from slatelib.cli.progress import BytesProgressRunner, add_progress_args, with_progress
 from slatelib.exit_codes import EXIT_OK
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
-from slatelib.ops.compaction import (
-    CompactionTask,
-    TaskOutcome,
-    ThreadTaskRunner,
-    run_compaction,
-    run_compaction_task,
-)
-from slatelib.ops.engine import task_bytes
+from slatelib.ops.compaction import ThreadTaskRunner, run_compaction
 from slatelib.ops.job_report import compact_db_fields, compact_report, db_entry
-from slatelib.ops.progress import Progress, add_progress_args, progress_output_from_args, start
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -41,15 +34,15 @@ def cmd_compact(ctx: Context) -> None:
     args = ctx.args
     parallelism = parse_positive(args.parallelism, "--parallelism")
     started = time.monotonic()
-    with progress_output_from_args(args):  # stderr; on a terminal unless --[no-]progress
-        result = run_compaction(
-            ctx.db_path, ctx.store, settings=ctx.settings, policy=args.policy,
-            sources=parse_sources(args.sources),
-            max_sst_size=parse_positive(args.max_sst_size, "--max-sst-size", size=True),
-            parallelism=parallelism, dry_run=args.dry_run, takeover=args.takeover,
-            runner=ProgressThreadRunner(parallelism or ctx.settings.compaction.parallelism,
-                                        label=f"compact {ctx.db_name}"),
-        )
+    result = run_compaction(
+        ctx.db_path, ctx.store, settings=ctx.settings, policy=args.policy,
+        sources=parse_sources(args.sources),
+        max_sst_size=parse_positive(args.max_sst_size, "--max-sst-size", size=True),
+        parallelism=parallelism, dry_run=args.dry_run, takeover=args.takeover,
+        runner=BytesProgressRunner(
+            ThreadTaskRunner(parallelism or ctx.settings.compaction.parallelism or None),
+            label=f"compact {ctx.db_name}"),
+    )
     seconds = time.monotonic() - started
     entry = db_entry(ctx.db_name, EXIT_OK, compact_db_fields(result.to_dict()),
                      seconds=seconds)
@@ -58,36 +51,8 @@ def cmd_compact(ctx: Context) -> None:
     ctx.headline(report["headline"])
 
 
-class ProgressThreadRunner:
-    """:class:`ThreadTaskRunner` with the estimated input bytes of the finished key ranges
-    as progress under ``label`` (:mod:`slatelib.ops.progress`)."""
-
-    def __init__(self, workers: int | None, *, label: str) -> None:
-        self.label = label
-        self.inner = ThreadTaskRunner(workers or None, task_fn=self._run_one)
-        self._progress: Progress | None = None
-        self._sizes: dict[int, int] = {}
-
-    def _run_one(self, task: CompactionTask) -> TaskOutcome:
-        outcome = run_compaction_task(task)
-        if self._progress is not None:
-            self._progress.add(self._sizes.get(task.index, 0))
-        return outcome
-
-    def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
-        if not tasks:
-            return []
-        self._sizes = {t.index: task_bytes(t) for t in tasks}
-        with start(self.label, unit="bytes", total=sum(self._sizes.values())) as progress:
-            self._progress = progress
-            try:
-                return self.inner(tasks)
-            finally:
-                self._progress = None
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("compact", help="compact the database in this process (threads)")
     add_compaction_args(p)
     add_progress_args(p)
-    p.set_defaults(func=cmd_compact)
+    p.set_defaults(func=with_progress(cmd_compact))

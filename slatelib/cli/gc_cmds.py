@@ -13,8 +13,10 @@ manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stde
 --no-dry-run`` together is refused: exit code 2); a directory's own dry run
 (``--no-wal-dry-run``, ``[gc.wal_options] dry_run = false``) wins over that default, and
 ``--<dir>-min-age`` / ``--no-boundary-files`` set the other per-directory options
-(:mod:`slatelib.ops.gc.flags`). Progress (objects listed and deleted, rate, ETA) goes to stderr
-when it is a terminal, or with ``--progress`` (docs/progress.md).
+(:mod:`slatelib.ops.gc.flags`).
+
+Progress (objects listed and deleted, rate, ETA) goes to stderr when it is a terminal, or
+with ``--progress`` (docs/progress.md).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from slatelib.cli import output
+from slatelib.cli.progress import add_progress_args, with_progress
 from slatelib.core.gc_rules import GcDecision
 from slatelib.ops.gc import check_db_spelling, collect_garbage
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
-from slatelib.ops.progress import add_progress_args, progress_output_from_args
 
 if TYPE_CHECKING:
     from slatelib.cli.app import Context
@@ -65,9 +67,8 @@ def cmd_gc(ctx: Context) -> int | None:
             ctx.emit(d.to_json())
 
     started = time.monotonic()
-    with progress_output_from_args(args):  # stderr; on a terminal unless --[no-]progress
-        report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
-                                 on_decision=show, options=options)
+    report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
+                             on_decision=show, options=options)
     dry_run = report.dry_run
     seconds = time.monotonic() - started
     rep = report.to_json()
@@ -108,4 +109,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_gc_args(p)
     add_progress_args(p)
-    p.set_defaults(func=cmd_gc)
+    p.set_defaults(func=with_progress(cmd_gc))

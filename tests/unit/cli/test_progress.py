@@ -1,6 +1,7 @@
-"""``slate gc`` and ``slate compact`` show progress on stderr: a line rewritten in place when
-stderr is a terminal (run here under a pseudo-terminal), plain lines with ``--progress``
-when it is not, nothing by default then; stdout stays JSON throughout."""
+"""``slate gc`` and ``slate compact`` with their progress (slatelib/cli/progress.py) on
+stderr: a line rewritten in place when stderr is a terminal (run here under a
+pseudo-terminal), plain lines with ``--progress`` when it is not, nothing by default then;
+stdout stays JSON throughout."""
 
 from __future__ import annotations
 
