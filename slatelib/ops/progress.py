@@ -56,21 +56,29 @@ class ProgressOutput:
         return Progress(self, ProgressState(label, self.clock(), unit=unit, total=total))
 
     def write(self, text: str, *, final: bool) -> None:
+        """One line (TTY: rewritten in place; ``final`` ends it). Best effort: a closed or
+        broken stderr never fails the job."""
         with self.lock:
-            if self.tty:
-                self.stream.write("\r" + text + _CLEAR_EOL + ("\n" if final else ""))
-                self._open_line = not final
-            else:
-                self.stream.write(text + "\n")
-            self.stream.flush()
+            try:
+                if self.tty:
+                    self.stream.write("\r" + text + _CLEAR_EOL + ("\n" if final else ""))
+                    self._open_line = not final
+                else:
+                    self.stream.write(text + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
 
     def end_line(self) -> None:
         """Finish a rewritten TTY line (before other output such as a report)."""
         with self.lock:
             if self._open_line:
-                self.stream.write("\n")
-                self.stream.flush()
                 self._open_line = False
+                try:
+                    self.stream.write("\n")
+                    self.stream.flush()
+                except (OSError, ValueError):
+                    pass
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -84,3 +84,15 @@ def test_flags_install_an_output_for_the_block_only() -> None:
         assert out is not None and (out.tty, out.interval_s) == (False, 2.5)
         progress.start("gc list db/wal").finish(7)
     assert stream.getvalue().startswith("gc list db/wal  7 objects")
+
+
+def test_a_closed_stderr_never_fails_the_work() -> None:
+    stream, clock = io.StringIO(), Clock()
+    out = ProgressOutput(stream, tty=True, clock=clock)
+    p = out.start("gc delete", total=3)
+    stream.close()
+    clock.now = 1.0
+    p.add(3)
+    p.finish()
+    out.end_line()
+    assert p.state.done == 3
