@@ -12,6 +12,7 @@ through files. Progress is therefore per task: a task's work shows when it ends.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,30 +23,36 @@ from slatelib.ops.progress import Progress
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-__all__ = ["POLL_S", "group_tasks", "track"]
+__all__ = ["POLL_S", "SETTLE_S", "group_tasks", "track"]
 
 POLL_S = 0.2
+SETTLE_S = 2.0
+"""At most this long after the block, for the status tracker to hear of its last tasks."""
 _GROUP = "spark.jobGroup.id"
 
 
-def group_tasks(sc: SparkContext, group: str) -> tuple[int, int]:
-    """``(finished, total)`` tasks of the stages of the job group's jobs so far. A stage of
-    an ended job without a finished task was skipped (its output was cached or shuffled
-    already) and does not count; a running job's pending stages do."""
+def group_tasks(sc: SparkContext, group: str) -> tuple[int, int, bool]:
+    """``(finished, total, all ended)`` tasks of the stages of the job group's jobs so far,
+    and whether every one of those jobs has ended. A stage of an ended job without a
+    finished task was skipped (its output was cached or shuffled already) and does not
+    count; a running job's pending stages do."""
     tracker = sc.statusTracker()
     done = total = 0
+    all_ended = True
     for job_id in tracker.getJobIdsForGroup(group):
         info = tracker.getJobInfo(job_id)
         if info is None:
+            all_ended = False
             continue
         ended = str(info.status) in ("SUCCEEDED", "FAILED")
+        all_ended = all_ended and ended
         for stage_id in info.stageIds:
             stage = tracker.getStageInfo(stage_id)
             if stage is None or (ended and stage.numCompletedTasks == 0):
                 continue
             done += stage.numCompletedTasks
             total += stage.numTasks
-    return done, total
+    return done, total, all_ended
 
 
 @contextmanager
@@ -77,16 +84,20 @@ def track(sc: SparkContext, progress: Progress, *, counter: Any = None,
     finally:
         stop.set()
         watcher.join()
+        # The status tracker hears of finished tasks and jobs through Spark's listener bus,
+        # a little after the action returned: wait for it (briefly) for the last counts.
+        deadline = time.monotonic() + SETTLE_S
         try:
-            feed(sc, group, progress, counter)
+            while not feed(sc, group, progress, counter) and time.monotonic() < deadline:
+                time.sleep(0.02)
         except Exception:
             pass
         sc.setLocalProperty(_GROUP, previous)  # type: ignore[arg-type]
 
 
-def feed(sc: SparkContext, group: str, progress: Progress, counter: Any) -> None:
-    """One poll (see :func:`track`)."""
-    done, total = group_tasks(sc, group)
+def feed(sc: SparkContext, group: str, progress: Progress, counter: Any) -> bool:
+    """One poll (see :func:`track`); whether every job of the group had ended."""
+    done, total, ended = group_tasks(sc, group)
     detail = f"{done}/{total} tasks" if total else ""
     if counter is not None:
         value = int(counter.value)  # a retried task adds again: never past a known total
@@ -95,3 +106,4 @@ def feed(sc: SparkContext, group: str, progress: Progress, counter: Any) -> None
         progress.update(value, fraction=done / total if total else None, detail=detail)
     else:
         progress.update(done, total=total or None)
+    return ended
