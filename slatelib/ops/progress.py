@@ -104,21 +104,26 @@ class Progress:
 
     def update(self, done: int, *, total: int | None = None, fraction: float | None = None,
                detail: str | None = None) -> None:
+        """``done`` so far (and what else is given), with a line when one is due."""
+        self._record(done, 0, total=total, fraction=fraction, detail=detail)
+
+    def add(self, n: int) -> None:
+        """``n`` more done (threads may add at once)."""
+        self._record(0, n)
+
+    def _record(self, done: int, more: int, *, total: int | None = None,
+                fraction: float | None = None, detail: str | None = None) -> None:
         if self.out is None:
             return
         with self._lock:
             if self._finished:
                 return
             now = self.out.clock()
-            self.state.update(done, now, total=total, fraction=fraction, detail=detail)
+            self.state.update(done + (self.state.done + more if more else 0), now, total=total,
+                              fraction=fraction, detail=detail)
             line = self.state.render(now) if self._throttle.due(now) else None
         if line is not None:
             self.out.write(line, final=False)
-
-    def add(self, n: int) -> None:
-        """``n`` more done."""
-        if self.out is not None:
-            self.update(self.state.done + n)
 
     def finish(self, done: int | None = None) -> None:
         """The last line (once), with ``done`` when given."""

@@ -96,3 +96,17 @@ def test_a_closed_stderr_never_fails_the_work() -> None:
     p.finish()
     out.end_line()
     assert p.state.done == 3
+
+
+def test_threads_adding_at_once_lose_nothing() -> None:
+    import threading
+
+    out = ProgressOutput(io.StringIO(), tty=False, interval_s=0.0, clock=Clock())
+    p = out.start("compact db", unit="bytes")
+    workers = [threading.Thread(target=lambda: [p.add(1) for _ in range(2000)])
+               for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert p.state.done == 16_000
