@@ -13,13 +13,15 @@ a test print nothing, and :func:`start` returns a no-op. Never writes to stdout.
   a phase runs, and always its last line (``done in ...``), so a log shows each phase's
   total and rate without being flooded. ``interval_s = 0``: only the last lines.
 
-The output is shared by threads (a job collects several databases at once; Spark progress
+On a terminal, a log record written to stderr by a root logging handler first ends the open
+line, so log lines and progress do not run into each other. The output is shared by threads (a job collects several databases at once; Spark progress
 is polled from a watcher thread), so writes are serialized.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import threading
 import time
@@ -172,12 +174,43 @@ def progress_output(enabled: bool, *, interval_s: float = LOG_INTERVAL_S,
     previous = _installed
     out = ProgressOutput(stream, tty=tty, interval_s=interval_s) if enabled else None
     _installed = out
+    detach = _end_line_before_logs(out) if out is not None and out.tty else None
     try:
         yield out
     finally:
+        if detach is not None:
+            detach()
         if out is not None:
             out.end_line()
         _installed = previous
+
+
+def _end_line_before_logs(out: ProgressOutput) -> Callable[[], None]:
+    """Make the root logger's handlers that write to ``out``'s stream end its open line
+    before each record; returns the undoing."""
+    flt = _EndLine(out)
+    handlers = [h for h in logging.getLogger().handlers
+                if getattr(h, "stream", None) is out.stream]
+    for h in handlers:
+        h.addFilter(flt)
+
+    def detach() -> None:
+        for h in handlers:
+            h.removeFilter(flt)
+
+    return detach
+
+
+class _EndLine(logging.Filter):
+    """Lets every record through, ending the open progress line first."""
+
+    def __init__(self, out: ProgressOutput) -> None:
+        super().__init__()
+        self.out = out
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.out.end_line()
+        return True
 
 
 def add_progress_args(p: argparse.ArgumentParser) -> None:

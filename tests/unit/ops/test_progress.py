@@ -7,7 +7,12 @@ import argparse
 import io
 
 from slatelib.ops import progress
-from slatelib.ops.progress import ProgressOutput, add_progress_args, progress_output_from_args
+from slatelib.ops.progress import (
+    ProgressOutput,
+    add_progress_args,
+    progress_output,
+    progress_output_from_args,
+)
 
 
 class Clock:
@@ -110,3 +115,24 @@ def test_threads_adding_at_once_lose_nothing() -> None:
     for w in workers:
         w.join()
     assert p.state.done == 16_000
+
+
+def test_on_a_terminal_a_log_record_ends_the_open_line_first() -> None:
+    import logging
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with progress_output(True, stream=stream, tty=True) as out:
+            assert out is not None
+            progress.start("gc list db/wal").update(5)
+            logging.getLogger("slatelib.test").warning("a log line")
+        logging.getLogger("slatelib.test").warning("after")
+    finally:
+        root.removeHandler(handler)
+    text = stream.getvalue()
+    assert "\x1b[K\na log line\n" in text
+    assert text.endswith("a log line\nafter\n")
+    assert not handler.filters  # detached with the output
