@@ -6,7 +6,8 @@ Several databases run in one Spark application, each isolated
 others. The process exit code is 0 when every database succeeded, else the code of the
 first failed database in argument order.
 
-Every job prints one JSON report on stdout, and nothing else there; logging, progress and
+Every job prints one JSON report on stdout, and nothing else there; logging, progress
+(``--progress/--no-progress``, ``--progress-interval``; on by default: docs/progress.md) and
 a one-line human summary (the report's ``headline``) go to stderr. Every report has the
 same top level: ``job``, ``status`` (the exit name), ``headline``, ``seconds`` (the wall
 time of the run, Spark's start included), ``totals`` and ``databases`` (one entry each),
@@ -40,6 +41,7 @@ from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
 from slatelib.ops.job_report import Headline
+from slatelib.ops.progress import add_progress_args, progress_output_from_args
 
 log = logging.getLogger("slatelib.jobs")
 
@@ -128,6 +130,7 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
                         "file before anything else (repeatable; the environment wins); they "
                         "are passed on to the executors as spark.executorEnv.*")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    add_progress_args(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("--metrics-file", metavar="PATH",
                    help="write the run's Prometheus metrics to PATH for node-exporter's "
@@ -280,7 +283,8 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
 
         spark = build_spark(app_name, settings=settings.spark, jars=jars)
     try:
-        report, code = run(spark, settings, args)
+        with progress_output_from_args(args, default=True):  # stderr only
+            report, code = run(spark, settings, args)
         if spark is not None:
             from slatelib.spark.session import spark_facts
 

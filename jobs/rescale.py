@@ -149,7 +149,7 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         # one Spark job for the key ranges of every target compacted at once; its outcomes
         # come back in task order (collect of a parallelized list), as a BatchRunner's must
         batch = SparkTaskRunner(spark, label="rescale compaction", task_fn=task_fn)
-        mapper = spark_mapper(spark)
+        mapper = spark_mapper(spark, label="rescale tasks")
     wal_store = wal_store_arg(args, settings.object_store.wal_store)
     try:
         if args.command == "split":

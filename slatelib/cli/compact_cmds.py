@@ -6,6 +6,9 @@ which runs the same plan on Spark executors. The JSON report has the shape of th
 ``dry_run``, ``totals`` and ``databases`` with the one database (its compaction status as
 ``outcome``). Ends with the headline on stderr (``compacted 3 L0 (3.9 MB) -> 1 SST
 (1.8 MB); 42,772 versions dropped; 1.7 s``).
+
+While it runs, progress (estimated input bytes compacted, rate, ETA) goes to stderr when it
+is a terminal, or with ``--progress`` (docs/progress.md).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from slatelib.cli import output
+from slatelib.cli.progress import BytesProgressRunner, add_progress_args, with_progress
 from slatelib.exit_codes import EXIT_OK
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.ops.compaction import ThreadTaskRunner, run_compaction
@@ -35,7 +39,9 @@ def cmd_compact(ctx: Context) -> None:
         sources=parse_sources(args.sources),
         max_sst_size=parse_positive(args.max_sst_size, "--max-sst-size", size=True),
         parallelism=parallelism, dry_run=args.dry_run, takeover=args.takeover,
-        runner=ThreadTaskRunner(parallelism or ctx.settings.compaction.parallelism or None),
+        runner=BytesProgressRunner(
+            ThreadTaskRunner(parallelism or ctx.settings.compaction.parallelism or None),
+            label=f"compact {ctx.db_name}"),
     )
     seconds = time.monotonic() - started
     entry = db_entry(ctx.db_name, EXIT_OK, compact_db_fields(result.to_dict()),
@@ -48,4 +54,5 @@ def cmd_compact(ctx: Context) -> None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("compact", help="compact the database in this process (threads)")
     add_compaction_args(p)
-    p.set_defaults(func=cmd_compact)
+    add_progress_args(p)
+    p.set_defaults(func=with_progress(cmd_compact))

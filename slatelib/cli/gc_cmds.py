@@ -14,6 +14,9 @@ manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stde
 (``--no-wal-dry-run``, ``[gc.wal_options] dry_run = false``) wins over that default, and
 ``--<dir>-min-age`` / ``--no-boundary-files`` set the other per-directory options
 (:mod:`slatelib.ops.gc.flags`).
+
+Progress (objects listed and deleted, rate, ETA) goes to stderr when it is a terminal, or
+with ``--progress`` (docs/progress.md).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from slatelib.cli import output
+from slatelib.cli.progress import add_progress_args, with_progress
 from slatelib.core.gc_rules import GcDecision
 from slatelib.ops.gc import check_db_spelling, collect_garbage
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
@@ -104,4 +108,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "gc", help="garbage-collect the database (dry run by default): one decision per object",
     )
     add_gc_args(p)
-    p.set_defaults(func=cmd_gc)
+    add_progress_args(p)
+    p.set_defaults(func=with_progress(cmd_gc))

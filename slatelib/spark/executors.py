@@ -81,13 +81,21 @@ def map_on_executors(sc: SparkContext, fn: Callable[[Any], Any], items: Sequence
     return list(sc.parallelize(list(items), len(items)).mapPartitions(guarded).collect())
 
 
-def spark_mapper(spark: SparkSession) -> Callable[[Callable[[Any], Any], Sequence[Any]],
-                                                  list[Any]]:
+def spark_mapper(spark: SparkSession, label: str = "spark tasks",
+                 ) -> Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]:
     """A ``Mapper`` (:data:`slatelib.ops.rescale.Mapper`) that runs each item on the
-    executors, one partition each (:func:`map_on_executors`)."""
+    executors, one partition each (:func:`map_on_executors`), with the tasks done as
+    progress under ``label`` (:mod:`slatelib.spark.progress`)."""
 
     def run(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        return map_on_executors(spark.sparkContext, fn, items)
+        from slatelib.ops.progress import start
+        from slatelib.spark.progress import track
+
+        progress = start(label, unit="tasks", total=len(items))
+        with track(spark.sparkContext, progress):
+            out = map_on_executors(spark.sparkContext, fn, items)
+        progress.finish(len(items))
+        return out
 
     return run
 

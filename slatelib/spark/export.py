@@ -68,10 +68,12 @@ from slatelib.ops.export.pin import (
     create_read_checkpoint,
     pin_checkpoint,
 )
+from slatelib.ops.progress import start
 from slatelib.spark import delta_spark, register
 from slatelib.spark.datasource import planned_frame
 from slatelib.spark.executors import on_executors
 from slatelib.spark.options import split_db
+from slatelib.spark.progress import track
 from slatelib.spark.s3a import configure_s3a_target
 
 if TYPE_CHECKING:
@@ -267,7 +269,11 @@ def run_export(spark: SparkSession, args: ExportArgs, *,
     new = run.pin_new()
     run.seconds["plan"] = round(time.monotonic() - started, 3)
     try:
-        fields = _write(run, writer, new, since, state)
+        # Progress: the Spark tasks of the write (and merge) finished so far.
+        progress = start(f"export {args.db}", unit="tasks")
+        with track(spark.sparkContext, progress):
+            fields = _write(run, writer, new, since, state)
+        progress.finish()
     except BaseException:
         run.undo()
         raise

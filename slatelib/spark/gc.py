@@ -48,8 +48,10 @@ from slatelib.ops.gc.exec import (
     revalidate_and_delete,
 )
 from slatelib.ops.gc.state import list_directory
+from slatelib.ops.progress import start
 from slatelib.paths import COMPACTED_DIR, WAL_DIR, join, parse_compacted_name, parse_wal_name
 from slatelib.spark.executors import on_executors
+from slatelib.spark.progress import track
 
 LISTED = StructType([
     StructField("path", StringType(), False),
@@ -139,12 +141,15 @@ class SparkBackend:
         into key ranges that the executors list in parallel."""
         if directory not in (WAL_DIR, COMPACTED_DIR):
             return self.local.list_dir(store, root, directory, hi_hint)
+        progress = start(f"gc list {join(root, directory)}")
         probe: list[Row] = []
         for meta in list_directory(store, root, directory):
             probe.append((meta.path, meta.size, meta.last_modified_ms))
+            progress.update(len(probe))
             if len(probe) > PROBE:
                 break
         if len(probe) <= PROBE:
+            progress.finish(len(probe))
             if len(probe) <= self.local_threshold:
                 return LocalListing(root, probe)
             rows = [(p, s, m, id_key(root, p, s)) for p, s, m in probe]
@@ -160,12 +165,15 @@ class SparkBackend:
             tasks = [(r.start_after, r.end_before)
                      for r in self.ranges(root, directory, probe, hi_hint)]
 
+        listed_count = self.sc.accumulator(0)  # progress: objects listed by finished tasks
+
         def list_batches(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in batches:
                 for start_after, end_before in zip(batch["start_after"], batch["end_before"],
                                                    strict=True):
-                    yield _frame(LISTED, list_range_keyed(spec, root, directory, start_after,
-                                                          end_before))
+                    rows = list_range_keyed(spec, root, directory, start_after, end_before)
+                    listed_count.add(len(rows))
+                    yield _frame(LISTED, rows)
 
         # One range per partition (parallelize slices exactly), listed through Arrow.
         ranges = self.spark.createDataFrame(self.sc.parallelize(tasks, len(tasks)), RANGES)
@@ -174,6 +182,10 @@ class SparkBackend:
             df = df.repartition(max(2, int(self.sc.defaultParallelism)))
         df = df.persist()
         self._cached.append(df)
+        # Listed here, under progress, rather than by the first action that needs it.
+        with track(self.sc, progress, counter=listed_count):
+            n_listed = df.count()
+        progress.finish(n_listed)
         return SparkListing(root, directory, df)
 
     def ranges(self, root: str, directory: str, probe: list[Row], hi_hint: int) -> list[ListRange]:
@@ -278,15 +290,23 @@ class SparkBackend:
         spec, bc = store.spec, self.sc.broadcast(rules)
         conc, batch = self.delete_concurrency, self.batch_size
 
+        done_count = self.sc.accumulator(0)  # progress: candidates done by finished tasks
+
         def delete_batches(batches: Iterator[Any]) -> Iterator[Any]:
             items = [row for b in batches for row in zip(
                 b["path"], b["size"].tolist(), b["mtime"].tolist(), b["ref"], strict=True)]
             tally = revalidate_and_delete(spec, bc.value, items, skip, conc, batch)
+            done_count.add(len(items))
             yield _frame(TALLY, [(json.dumps(vars(tally)),)])
 
         out = DeleteTally()
         guarded = on_executors(self.sc, delete_batches, iterator=True)
-        for row in joined.repartition(parts).mapInPandas(guarded, TALLY).collect():
+        kinds = sorted({k for (k, action) in decisions.tally() if action == Action.DELETE.value})
+        progress = start(" ".join(["gc delete", rules.root or "/", *kinds]), total=to_delete)
+        with track(self.sc, progress, counter=done_count):
+            results = joined.repartition(parts).mapInPandas(guarded, TALLY).collect()
+        progress.finish()  # the tasks' own count, as the last poll left it
+        for row in results:
             out.merge(DeleteTally(**json.loads(row["tally"])))
         return out
 

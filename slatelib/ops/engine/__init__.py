@@ -58,6 +58,7 @@ from slatelib.ops.engine._task import (
     TaskView,
     sum_retention,
 )
+from slatelib.ops.engine._task_size import task_bytes
 
 __all__ = [
     "CompactionResult",
@@ -88,4 +89,5 @@ __all__ = [
     "source_rows",
     "split_ranges",
     "sum_retention",
+    "task_bytes",
 ]

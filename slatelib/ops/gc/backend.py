@@ -26,7 +26,8 @@ from slatelib.ops.gc.exec import (
     with_refs,
 )
 from slatelib.ops.gc.state import list_directory
-from slatelib.paths import DbPaths
+from slatelib.ops.progress import start
+from slatelib.paths import DbPaths, join
 
 Tally = dict[tuple[str, str], tuple[int, int]]
 """``(kind, action) -> (objects, bytes)``."""
@@ -122,8 +123,11 @@ class LocalBackend:
         self.batch_size = batch_size
 
     def list_dir(self, store: ObjectStore, root: str, directory: str, hi_hint: int) -> LocalListing:
-        rows = [(m.path, m.size, m.last_modified_ms)
-                for m in list_directory(store, root, directory)]
+        rows = []
+        with start(f"gc list {join(root, directory)}") as progress:
+            for m in list_directory(store, root, directory):
+                rows.append((m.path, m.size, m.last_modified_ms))
+                progress.update(len(rows))
         return LocalListing(root, rows)
 
     def unlisted(self, listing: Any, ids: set[Ulid]) -> list[Ulid]:
@@ -155,7 +159,15 @@ class LocalBackend:
     ) -> DeleteTally:
         rows = [(d.path, d.size, d.last_modified_ms) for d in decisions if d.deletes]
         survivors, kept = revalidate(rules, with_refs(rules.root, rows, refs), skip)
-        tally = delete_objects(store, rules.root, survivors, concurrency=self.concurrency,
-                               batch_size=self.batch_size)
+        with start(f"gc delete {_kinds_of(rules.root, survivors)}",
+                   total=len(survivors)) as progress:
+            tally = delete_objects(store, rules.root, survivors, concurrency=self.concurrency,
+                                   batch_size=self.batch_size, on_batch=progress.add)
         tally.revalidated_kept = kept
         return tally
+
+
+def _kinds_of(root: str, items: Sequence[tuple[str, ObjectKind, int]]) -> str:
+    """``<root> wal`` / ``<root> compacted``: what a delete pass works on (progress label)."""
+    kinds = sorted({kind.value for _, kind, _ in items})
+    return " ".join([root or "/", *kinds])

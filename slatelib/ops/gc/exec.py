@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -134,10 +134,12 @@ def delete_objects(
     *,
     concurrency: int = 8,
     batch_size: int = DELETE_BATCH,
+    on_batch: Callable[[int], None] | None = None,
 ) -> DeleteTally:
     """Delete ``items`` in batches of ``batch_size`` with at most ``concurrency`` requests in
     flight. A failed batch is recorded, not raised, so the rest still goes (as 0.17 logs a
-    failed delete and carries on).
+    failed delete and carries on). ``on_batch(n)``: called as each batch of ``n`` items is
+    done, deleted or failed (progress).
 
     Raises:
         InternalError: an item lies outside ``root`` (checked before anything is deleted).
@@ -161,10 +163,14 @@ def delete_objects(
     if len(batches) <= 1 or concurrency <= 1:
         for b in batches:
             tally.merge(run(b))
+            if on_batch is not None:
+                on_batch(len(b))
     else:
         with ThreadPoolExecutor(max_workers=min(concurrency, len(batches))) as pool:
-            for part in pool.map(run, batches):
+            for b, part in zip(batches, pool.map(run, batches), strict=True):
                 tally.merge(part)
+                if on_batch is not None:
+                    on_batch(len(b))
     for kind, (n, _) in sorted(tally.deleted.items()):
         log.info("gc deleted objects [kind=%s, count=%d, root=%s]", kind, n, root)
     return tally

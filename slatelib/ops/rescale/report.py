@@ -1,6 +1,7 @@
 """``RescaleReport``: what a rescale job did (or, dry, would do), as a JSON-ready value; and
 the job's report around it (:func:`rescale_report`, in the shape every job shares,
-:mod:`slatelib.ops.job_report`) with its headline. Pure: building a report does no I/O.
+:mod:`slatelib.ops.job_report`) with its headline. Building a report does no I/O (its phases show on the progress output, when one is
+installed: :mod:`slatelib.ops.progress`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.exit_codes import EXIT_OK, exit_name
 from slatelib.ops.job_report import job_report
+from slatelib.ops.progress import start
 
 __all__ = ["RescaleReport", "rescale_headline", "rescale_report"]
 
@@ -42,10 +44,15 @@ class RescaleReport:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """Time the block as phase ``name``; it shows as ``rescale <kind> <name>`` on the
+        installed progress output (:mod:`slatelib.ops.progress`; none: nothing shown)."""
         t = time.perf_counter()
+        progress = start(f"rescale {self.kind} {name}", unit="")
+        progress.update(0)
         try:
             yield
         finally:
+            progress.finish()
             self.phases_s[name] = round(self.phases_s.get(name, 0.0) + time.perf_counter() - t,
                                         3)
 

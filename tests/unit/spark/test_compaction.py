@@ -11,7 +11,7 @@ from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid
 from slatelib.objstore import open_store
 from slatelib.ops.engine import CompactionTask, TaskOptions, build_tasks, input_views
-from slatelib.spark.compaction import progress_line, task_bytes
+from slatelib.spark.compaction import task_bytes
 from slatelib.store.table_store import TableStore
 from tests.unit.ops.engine.test_split import _random_spec, _range
 
@@ -46,8 +46,3 @@ def test_task_bytes_equals_the_estimate_of_every_clipped_view() -> None:
     assert checked > 300
 
 
-def test_progress_line_has_bytes_and_an_eta() -> None:
-    assert progress_line("compact a", 1, 4, 1_000_000, 4_000_000, 2.0) == (
-        "compact a: 1/4 key ranges, 1.0 MB/4.0 MB done, ETA 6 s, 2.0 s")
-    assert progress_line("compact a", 0, 4, 0, 4_000_000, 2.0) == (
-        "compact a: 0/4 key ranges, 0 B/4.0 MB done, 2.0 s")

@@ -3,7 +3,14 @@ job shares (slatelib/ops/job_report.py), one entry per source and target."""
 
 from __future__ import annotations
 
+import io
+
+from slatelib.objstore import ObjectStore
+from slatelib.ops.progress import progress_output
+from slatelib.ops.rescale import split_database
 from slatelib.ops.rescale.report import rescale_headline, rescale_report
+from slatelib.testing.clock import FakeClock
+from tests.unit.ops.rescale.support import make_source
 
 
 def test_a_split_report_has_the_shared_top_level_and_an_entry_per_database() -> None:
@@ -33,3 +40,17 @@ def test_a_failed_or_dry_merge_says_so_in_its_headline() -> None:
     r = rescale_report("merge", 0, dry, seconds=0.2, dry_run=True)
     assert rescale_headline(r) == ("dry run: would merged 2 databases into ab (~3.0 kB); "
                                    "nothing written; 0.20 s")
+
+
+def test_every_phase_of_a_split_shows_on_the_progress_output(
+        store: ObjectStore, clock: FakeClock) -> None:
+    make_source(store, clock)
+    stream = io.StringIO()
+    with progress_output(True, interval_s=0.0, stream=stream, tty=False):
+        report = split_database("src", store, ["s-0", "s-1"], clock=clock).to_dict()
+    lines = stream.getvalue().splitlines()
+    shown = [x.split("  ")[0] for x in lines if x.startswith("rescale split ")]
+    phases = [p for p in report["phases_s"] if p != "total"]
+    assert phases and {f"rescale split {p}" for p in phases} <= set(shown)
+    assert all("  done in " in x for x in lines if x.startswith("rescale split "))
+
