@@ -26,7 +26,8 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -81,10 +82,11 @@ def targets(ctx: Context) -> list[_Target]:
     """
     args = ctx.args
     urls: list[str] = []
+    out = []
     if isinstance(getattr(args, "db", None), str) and args.db:
         urls.append(args.db)
-    elif ctx.path is not None and ctx.store_url:
-        urls.append(ctx.db_name)
+    elif ctx.path is not None and ctx.store_url:  # --store and --path: kept apart
+        out.append(_Target(ctx.db_name, ctx.store_url, ctx.path))
     urls += args.health_dbs
     if args.dbs_file:
         try:
@@ -92,7 +94,6 @@ def targets(ctx: Context) -> list[_Target]:
                 urls += [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
         except OSError as exc:
             raise InvalidArgumentError(f"--dbs-file {args.dbs_file}: {exc}") from exc
-    out = []
     for url in urls:
         store_url, path = split_db_url(url)
         out.append(_Target(url, store_url, path))
@@ -121,12 +122,13 @@ def thresholds(args: argparse.Namespace) -> Thresholds:
         no_foreign_compactor=args.no_foreign_compactor)
 
 
-def check_database(store: ObjectStore, target: _Target, limits: Thresholds,
+def check_database(store: Callable[[], ObjectStore], target: _Target, limits: Thresholds,
                    now_ms: int | None = None) -> dict[str, Any]:
     """One database's entry of the report: its stats and breaches, or its error (never
-    raises: an unreadable database is an entry with ``error`` and its exit code)."""
+    raises: an unreadable database, or one whose ``store`` cannot be opened, is an entry
+    with ``error`` and its exit code)."""
     try:
-        stats = collect_db_stats(store, target.path, now_ms=now_ms)
+        stats = collect_db_stats(store(), target.path, now_ms=now_ms)
     except Exception as exc:  # noqa: BLE001 - one database's failure is its entry's
         code = exit_code_for(exc)
         if code == EXIT_ERROR:
@@ -275,18 +277,26 @@ def cmd_health(ctx: Context) -> int | None:
     history = _history(args)  # refuse a bad file before reading any database
     dbs = targets(ctx)
     stores: dict[str, ObjectStore] = {}
-    for t in dbs:
-        if t.store_url not in stores:
-            stores[t.store_url] = with_wal_store(open_store(t.store_url), ctx.wal_store_url)
+    lock = threading.Lock()
+
+    def store_of(url: str) -> ObjectStore:
+        with lock:  # one store per URL, opened by the first database that needs it
+            if url not in stores:
+                stores[url] = with_wal_store(open_store(url), ctx.wal_store_url)
+            return stores[url]
+
     now = SYSTEM_CLOCK.now_ms()
     with ThreadPoolExecutor(max(1, min(args.parallelism, len(dbs)))) as pool:
-        entries = list(pool.map(lambda t: check_database(stores[t.store_url], t, limits, now),
-                                dbs))
+        entries = list(pool.map(
+            lambda t: check_database(lambda: store_of(t.store_url), t, limits, now), dbs))
     report = build_report(entries, limits, iso_ms(now) or "")
     if args.html:
         series = {t.name: history.get(t.name, history.get(t.alias, [])) for t in dbs}
         write_page(args.html, render_health_page(report, series))
     ctx.emit(report, table=lambda: health_table(report))
+    for entry in report["databases"]:
+        if entry.get("error"):
+            print(f"slate health: {entry['db']}: {entry['error']['message']}", file=sys.stderr)
     totals = report["totals"]
     ctx.headline(f"{totals['databases']} databases: {totals['ok']} ok, {totals['breaches']} "
                  f"over a threshold, {totals['errors']} unreadable"

@@ -127,7 +127,9 @@ def collect_db_stats(
 def _collect(store: ObjectStore, root: str, now: int, gc_options: GcOptions | None) -> DbStats:
     raw = list_database(store, root)
     newest_manifest, newest_compactions = versions_listed(root, raw)
-    latest = read_latest_manifest(store, root, newest_manifest)
+    latest = read_latest_manifest(
+        store, root, newest_manifest,
+        refusal=" (to check every database below a prefix, use --discover)")
     compactions = _compactions(store, root, newest_compactions)
     ms = DbManifest(store, root)
     pinned: dict[int, Manifest] = {}

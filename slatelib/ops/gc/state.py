@@ -40,13 +40,18 @@ NO_IF_MATCH_HINT = (
     "(docs/rfcs/0013-gc-options.md); nothing of this kind was deleted")
 
 
+GC_REFUSAL = (", GC refuses to run here (to collect every database below a prefix, use "
+              "--discover)")
+
+
 def read_latest_manifest(
-    store: ObjectStore, root: str, known_id: int | None = None
+    store: ObjectStore, root: str, known_id: int | None = None, *, refusal: str = GC_REFUSAL
 ) -> Versioned[Manifest]:
     """The latest manifest, probed forward by id (``id + 1, id + 2, ...``) from ``known_id``
     (a version this run already read, so no listing is needed, as 0.17 probes from its
     cached id) or else from the newest listed version above the boundary, so that a stale
-    listing cannot hide a newer version.
+    listing cannot hide a newer version. ``refusal`` ends the message of a root without a
+    manifest (GC's by default).
 
     Raises:
         NotADatabaseRootError: there is no manifest at all, or the root is a file (or lies
@@ -58,9 +63,7 @@ def read_latest_manifest(
     if got is None:
         got = ms.try_read_latest()
     if got is None:
-        raise NotADatabaseRootError(
-            root, detail=", GC refuses to run here (to collect every database below a "
-            "prefix, use --discover)")
+        raise NotADatabaseRootError(root, detail=refusal)
     for _ in range(MAX_PROBES):
         nxt = ms.try_read(got.id + 1)
         if nxt is None:
