@@ -16,6 +16,7 @@ then what is particular to the job.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -231,6 +232,24 @@ def usage_error(message: str) -> int:
 
 
 JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int]]
+
+
+def counts_store_requests(run: Callable[..., tuple[dict[str, Any], int]],
+                          ) -> Callable[..., tuple[dict[str, Any], int]]:
+    """A job's ``run(spark, settings, args, ...)`` whose report gets ``store_requests``: the
+    object-store requests of the run, on the driver and in its Spark tasks
+    (docs/request-accounting.md)."""
+
+    @functools.wraps(run)
+    def counted(spark: Any, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], int]:
+        from slatelib.spark.executors import job_requests
+
+        meter = job_requests(spark)
+        report, code = run(spark, *args, **kwargs)
+        report["store_requests"] = meter.report()
+        return report, code
+
+    return counted
 
 
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,

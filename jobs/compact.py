@@ -29,7 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, exit_code_for, resolve_targets, run_main
+from jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    exit_code_for,
+    resolve_targets,
+    run_main,
+)
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
@@ -69,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@counts_store_requests
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
         ) -> tuple[dict[str, Any], int]:

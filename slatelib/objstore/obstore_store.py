@@ -48,7 +48,7 @@ from slatelib.errors import (
     SlateError,
     StorageError,
 )
-from slatelib.objstore import local_cas
+from slatelib.objstore import accounting, local_cas
 from slatelib.objstore.byte_ranges import (
     ByteRange,
     check_ranges,
@@ -84,6 +84,10 @@ _MS = timedelta(milliseconds=1)
 DEFAULT_COALESCE_BYTES = 1024 * 1024
 DEFAULT_LIST_CHUNK = 1000
 DEFAULT_DELETE_BATCH = 1000
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+"""A plain ``put`` larger than this is uploaded in parts (a multipart upload)."""
+MULTIPART_PART_SIZE = 16 * 1024 * 1024
+"""Bytes per part of a multipart upload: ``2 + ceil(size / part)`` PUT requests."""
 
 
 def to_unix_ms(when: datetime) -> int:
@@ -193,7 +197,10 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("get", p):
-            return bytes(obstore.get(self._store, self._loc(p)).bytes())
+            accounting.record("get")
+            data = bytes(obstore.get(self._store, self._loc(p)).bytes())
+        accounting.record_read(len(data))
+        return data
 
     def get_with_meta(self, path: str) -> tuple[bytes, ObjectMeta]:
         """See :meth:`ObjectStore.get_with_meta`.
@@ -203,9 +210,11 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("get_with_meta", p):
+            accounting.record("get")
             result = obstore.get(self._store, self._loc(p))
             data = bytes(result.bytes())
             raw = result.meta
+        accounting.record_read(len(data))
         return data, self._meta(raw)
 
     def head(self, path: str) -> ObjectMeta:
@@ -216,6 +225,7 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("head", p):
+            accounting.record("head")
             raw = obstore.head(self._store, self._loc(p))
         return self._meta(raw)
 
@@ -270,6 +280,9 @@ class ObstoreObjectStore:
         spans = plan_spans(ranges, self._coalesce)
         if not spans:
             return [b""] * len(ranges)
+        # One ranged GET per span: spans are disjoint and more than ``coalesce_bytes`` apart,
+        # so obstore (coalesce=0 still joins touching ranges) sends exactly these.
+        accounting.record("ranged_get", len(spans))
         buffers = obstore.get_ranges(
             self._store,
             self._loc(p),
@@ -277,7 +290,9 @@ class ObstoreObjectStore:
             ends=[e for _, e in spans],
             coalesce=0,  # already coalesced: obstore's own merging can panic past the end
         )
-        return slice_spans(ranges, spans, [memoryview(b) for b in buffers])
+        views = [memoryview(b) for b in buffers]
+        accounting.record_read(sum(v.nbytes for v in views))
+        return slice_spans(ranges, spans, views)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -289,8 +304,12 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         payload = check_data(data)
+        multipart = len(payload) > MULTIPART_THRESHOLD
+        n = accounting.multipart_requests(len(payload), MULTIPART_PART_SIZE) if multipart else 1
         with self._mapped("put", p):
-            obstore.put(self._store, self._loc(p), payload)
+            accounting.record("put", n, bytes_written=len(payload))
+            obstore.put(self._store, self._loc(p), payload, use_multipart=multipart,
+                        chunk_size=MULTIPART_PART_SIZE)
 
     def put_if_absent(self, path: str, data: BytesLike) -> None:
         """See :meth:`ObjectStore.put_if_absent`.
@@ -301,6 +320,7 @@ class ObstoreObjectStore:
         p = check_path(path)
         payload = check_data(data)
         with self._mapped("put_if_absent", p):
+            accounting.record("conditional_put", bytes_written=len(payload))
             obstore.put(self._cas_store, self._loc(p), payload, mode="create")
 
     def put_if_match(self, path: str, data: BytesLike, e_tag: str | None) -> str | None:
@@ -318,9 +338,11 @@ class ObstoreObjectStore:
         if self._local_root is not None and e_tag is not None:
             target = os.path.join(self._local_root, self._loc(p))
             with self._mapped("put_if_match", p):
+                accounting.record("conditional_put", bytes_written=len(payload))
                 return local_cas.put_if_match_file(target, payload, e_tag, path=p)
         mode: PutMode = "create" if e_tag is None else {"e_tag": e_tag}
         with self._mapped("put_if_match", p):
+            accounting.record("conditional_put", bytes_written=len(payload))
             result = obstore.put(self._cas_store, self._loc(p), payload, mode=mode)
         return result["e_tag"]
 
@@ -350,6 +372,11 @@ class ObstoreObjectStore:
                 self._delete_locs([self._loc(p) for p in batch])
 
     def _delete_locs(self, locs: list[str]) -> None:
+        # obstore deletes through S3's DeleteObjects even for one path: one request per
+        # call (batches are at most 1000 keys). The per-object retry below happens only
+        # on stores that refuse to delete a missing object (local disk), never on S3, so
+        # it is not counted: the count stays what S3 would bill.
+        accounting.record("multi_delete")
         try:
             obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
         except Exception as exc:
@@ -400,10 +427,12 @@ class ObstoreObjectStore:
                     metas.sort(key=_META_PATH)
                 paths = [m.path for m in metas]
                 _check_order(self.url, pre, None, paths)  # only a repeated path can fail here
-                lo, hi, _ = window.select(paths)
+                lo, hi, done = window.select(paths)
+                # The pages S3 would have sent before the first path past the window.
+                accounting.record("list", accounting.list_pages(hi + 1 if done else len(paths)))
                 yield from metas[lo:hi]
                 return
-            for chunk in stream:
+            for chunk in _counted_pages(stream):
                 paths = _paths(self._root, chunk)
                 _check_order(self.url, pre, window.last, paths)
                 lo, hi, done = window.select(paths)
@@ -412,6 +441,21 @@ class ObstoreObjectStore:
                 yield from metas
                 if done:
                     return
+
+
+def _counted_pages(stream: Iterable[Sequence[ObsMeta]]) -> Iterator[Sequence[ObsMeta]]:
+    """The chunks of an obstore listing, counting one ``list`` request per chunk taken and
+    one for a listing that has none: chunks are :data:`DEFAULT_LIST_CHUNK` (1000) keys, the
+    size of an S3 page, and obstore fetches a page only when the next chunk is taken."""
+    taken = 0
+    try:
+        for chunk in stream:
+            accounting.record("list")
+            taken += 1
+            yield chunk
+    finally:
+        if taken == 0:
+            accounting.record("list")
 
 
 class _Window:
