@@ -119,3 +119,14 @@ def test_job_requests_split_driver_and_executors(memory_store: ObjectStore) -> N
     assert report["driver"]["requests"] == {"get": 1, "put": 1}
     assert report["executors"]["requests"] == {"put": 2, "ranged_get": 4}
     assert report["total"] == 8
+
+
+def test_headlines_end_with_the_request_total_when_counted() -> None:
+    from slatelib.ops.job_report import compact_report, gc_report
+
+    counted = requests_report(RequestCounts(get=1200, list=34))
+    gc = gc_report(0, [], seconds=1.0, dry_run=False, min_age_s=0, store_requests=counted)
+    assert gc["store_requests"]["total"] == 1234
+    assert gc["headline"].endswith("; 1,234 store requests; 1.0 s")
+    compact = compact_report(0, [], seconds=2.0, dry_run=False)
+    assert "store_requests" not in compact and "store request" not in compact["headline"]
