@@ -45,3 +45,44 @@ def test_gc_sized_delete_takes_one_request_per_thousand_keys(s3_bucket: S3Bucket
     assert s3_bucket.requests()["requests"] == {"multi_delete": 5}
     assert m.delta == RequestCounts(multi_delete=5)
     assert list(s3_bucket.open().list("db")) == []
+
+
+def test_slate_gc_collects_thousands_of_objects_in_one_request_per_thousand(
+        s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``slate gc`` on S3 deletes with DeleteObjects: 2,500 dead WAL SSTs and 1,200 dead
+    compacted SSTs take ceil(n / 1000) requests per directory, as the server counts them."""
+    import json
+
+    from slatelib.cli import main as slate
+    from slatelib.clock import SYSTEM_CLOCK
+    from slatelib.core.compactions import CompactionStatus
+    from tests.export_s3_support import env_vars
+    from tests.unit.gc_support import HOUR, DbWriter, compactions, manifest, ulid_at
+
+    for name, value in env_vars(s3_bucket.endpoint).items():
+        monkeypatch.setenv(name, value)
+    n_wal, n_sst = 2500, 1200
+    store = s3_bucket.open()
+    t0 = SYSTEM_CLOCK.now_ms()
+    w = DbWriter(store, "tenant/db")
+    l0 = ulid_at(t0 - HOUR)
+    w.sst(l0)
+    w.compactions(1, compactions((ulid_at(t0 - HOUR), CompactionStatus.COMPLETED)))
+    w.manifests_upto(1, manifest(l0=[l0], replay_after=n_wal + 1, last_seen=n_wal + 1))
+    w.wal(n_wal + 1)
+    garbage = [w.paths.wal(i) for i in range(1, n_wal + 1)]
+    garbage += [w.paths.compacted(ulid_at(t0 - 3 * HOUR - i * 1000)) for i in range(n_sst)]
+    s3_bucket.seed(garbage, b"x")
+    s3_bucket.reset_requests()
+    code = slate(["--db", f"{s3_bucket.url}/tenant/db", "gc", "--min-age", "0s", "--force",
+                  "--no-dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    kinds = report["totals"]["kinds"]
+    assert (kinds["wal"]["deleted"], kinds["compacted"]["deleted"]) == (n_wal, n_sst)
+    served = s3_bucket.requests()["requests"]
+    assert served["multi_delete"] == 3 + 2
+    assert report["store_requests"]["requests"] == served
+    assert not {m.path for m in store.list("tenant/db")} & set(garbage)
