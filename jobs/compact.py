@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@counts_store_requests
+@counts_store_requests(compact_headline)
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
         ) -> tuple[dict[str, Any], int]:

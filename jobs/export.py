@@ -104,7 +104,7 @@ def export_args(args: argparse.Namespace, wal_store: str = "") -> ExportArgs:
     return out
 
 
-@counts_store_requests
+@counts_store_requests(export_headline)
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
         ) -> tuple[dict[str, Any], int]:
     """Export the database; returns the report and the exit code.

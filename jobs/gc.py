@@ -68,7 +68,7 @@ def decisions_out(where: str | None) -> Iterator[IO[str]]:
         yield sys.stdout if where == "-" else sys.stderr
 
 
-@counts_store_requests
+@counts_store_requests(gc_headline)
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     """Collect every database the arguments name. Returns the report and the exit code.
 

@@ -129,7 +129,7 @@ def _locate(urls: Sequence[str], store_root: str | None) -> tuple[str, list[str]
     return located[0][0], [p for _, p in located]
 
 
-@counts_store_requests
+@counts_store_requests(rescale_headline)
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_checked_compaction_task,
         ) -> tuple[dict[str, Any], int]:

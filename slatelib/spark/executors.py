@@ -69,17 +69,16 @@ def executor_requests(sc: SparkContext) -> RequestCounts:
     each finished (each task adds only its own; a failed task attempt adds nothing):
     take it before and after a job and subtract (docs/request-accounting.md)."""
     with _lock:
-        tally = _request_tallies.get(str(sc.applicationId))
+        tally = _request_tallies.get(str(getattr(sc, "applicationId", "")))
     return RequestCounts.from_flat(tally.value) if tally is not None else RequestCounts()
 
 
 def job_requests(spark: SparkSession | None) -> JobRequests:
     """The store requests of a job from now on: the driver's, and its Spark tasks' when it
     has a session (``store_requests`` of every job report)."""
-    if spark is None:
+    sc = getattr(spark, "sparkContext", None)
+    if sc is None:  # no session (a dry run; tests that run tasks in threads)
         return JobRequests()
-    sc = spark.sparkContext
-    _requests_tally(sc)  # made before the tasks that add to it are shipped
     return JobRequests(lambda: executor_requests(sc))
 
 
