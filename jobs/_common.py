@@ -251,8 +251,8 @@ def counts_store_requests(headline: Headline | None = None) -> Callable[[JobRunF
             meter = job_requests(spark)
             report, code = run(spark, *args, **kwargs)
             report["store_requests"] = meter.report()
-            if headline is not None and "headline" in report:
-                report["headline"] = headline(report)
+            if headline is not None and "headline" in report and (line := headline(report)):
+                report["headline"] = line
             return report, code
 
         return counted
