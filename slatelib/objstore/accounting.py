@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 __all__ = ["KINDS", "PROCESS", "JobRequests", "RequestCounter", "RequestCounts", "RequestKind", "list_pages",
@@ -92,6 +92,7 @@ class RequestCounts:
 
 
 ZERO = RequestCounts()
+_FIELDS = tuple(f.name for f in fields(RequestCounts))
 
 
 def requests_report(driver: RequestCounts, executors: RequestCounts = ZERO) -> dict[str, Any]:
@@ -106,26 +107,26 @@ class RequestCounter:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts = ZERO
+        self._counts: dict[str, int] = dict.fromkeys(_FIELDS, 0)
 
     def record(self, kind: RequestKind, n: int = 1, *, bytes_read: int = 0,
                bytes_written: int = 0) -> None:
         """Count ``n`` requests of ``kind`` and the object bytes they moved."""
+        counts = self._counts
         with self._lock:
-            c = self._counts
-            self._counts = replace(c, **{kind: getattr(c, kind) + n},
-                                   bytes_read=c.bytes_read + bytes_read,
-                                   bytes_written=c.bytes_written + bytes_written)
+            counts[kind] += n
+            counts["bytes_read"] += bytes_read
+            counts["bytes_written"] += bytes_written
 
     def record_retry(self) -> None:
         """Count one retried attempt."""
         with self._lock:
-            self._counts = replace(self._counts, retries=self._counts.retries + 1)
+            self._counts["retries"] += 1
 
     def snapshot(self) -> RequestCounts:
         """The counts so far."""
         with self._lock:
-            return self._counts
+            return RequestCounts(**self._counts)
 
 
 PROCESS = RequestCounter()
