@@ -31,8 +31,12 @@ Backend notes (obstore 0.12, checked by the tests):
 from __future__ import annotations
 
 import gc
+import logging
 import operator
 import os
+import re
+import urllib.error
+import urllib.request
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import obstore
+from obstore.store import S3Store
 
 from slatelib.errors import (
     InvalidArgumentError,
@@ -47,6 +52,7 @@ from slatelib.errors import (
     PathIsFileError,
     SlateError,
     StorageError,
+    UnavailableError,
 )
 from slatelib.objstore import accounting, local_cas
 from slatelib.objstore.byte_ranges import (
@@ -78,12 +84,19 @@ if TYPE_CHECKING:
     from obstore import PutMode
     from obstore.store import ObjectStore as ObsStore
 
+_log = logging.getLogger(__name__)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 DEFAULT_COALESCE_BYTES = 1024 * 1024
 DEFAULT_LIST_CHUNK = 1000
 DEFAULT_DELETE_BATCH = 1000
+SIGNED_DELETE_TIMEOUT_S = 60.0
+"""Timeout of one signed ``DeleteObject`` request (the fallback of :meth:`delete_many`)."""
+_BULK_DELETE_REFUSED = re.compile(
+    r"\b501 Not Implemented|\b405 Method Not Allowed|<Code>(?:NotImplemented|MethodNotAllowed)<")
+"""How a DeleteObjects refusal reads in obstore's error (status line or S3 error code)."""
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 """A plain ``put`` larger than this is uploaded in parts (a multipart upload)."""
 MULTIPART_PART_SIZE = 16 * 1024 * 1024
@@ -133,6 +146,7 @@ class ObstoreObjectStore:
         self._list_chunk = list_chunk_size
         self._delete_batch = delete_batch_size
         self._local_root = local_root
+        self._bulk_delete = True
 
     @property
     def spec(self) -> StoreSpec:
@@ -372,6 +386,10 @@ class ObstoreObjectStore:
                 self._delete_locs([self._loc(p) for p in batch])
 
     def _delete_locs(self, locs: list[str]) -> None:
+        if not self._bulk_delete:
+            for loc in locs:
+                self._delete_signed(loc)
+            return
         # obstore deletes through S3's DeleteObjects even for one path: one request per
         # call (batches are at most 1000 keys). The per-object retry below happens only
         # on stores that refuse to delete a missing object (local disk), never on S3, so
@@ -380,6 +398,13 @@ class ObstoreObjectStore:
         try:
             obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
         except Exception as exc:
+            if self._refuses_bulk_delete(exc):
+                _log.warning("objstore: %s refuses multi-object delete; deleting one object "
+                             "per request from now on [error=%s]", self.url, exc)
+                self._bulk_delete = False
+                for loc in locs:
+                    self._delete_signed(loc)
+                return
             # Local and some remote stores refuse to delete a missing object; a batch may
             # stop at the first one, so finish the batch one object at a time.
             if not _is_absent(exc):
@@ -390,6 +415,39 @@ class ObstoreObjectStore:
                 except Exception as one:
                     if not _is_absent(one):
                         raise
+
+    def _refuses_bulk_delete(self, exc: Exception) -> bool:
+        """An S3-compatible service without ``DeleteObjects`` answered (501 Not
+        Implemented, 405 Method Not Allowed): deletes then go one object per request."""
+        return isinstance(self._store, S3Store) and bool(_BULK_DELETE_REFUSED.search(str(exc)))
+
+    def _delete_signed(self, loc: str) -> None:
+        """Delete one object with a plain S3 ``DeleteObject`` request (obstore has none: its
+        deletes are ``DeleteObjects``), sent to a URL that obstore signs with the store's
+        credentials. A missing object is not an error.
+
+        Raises:
+            UnavailableError: a 5xx, 408 or 429 answer, or no answer.
+            StorageError: any other refusal.
+        """
+        store = self._store
+        if not isinstance(store, S3Store):
+            raise StorageError(f"{self.url}: delete {loc!r}: no per-object delete here")
+        url = obstore.sign(store, "DELETE", loc, timedelta(minutes=5))
+        accounting.record("delete")
+        request = urllib.request.Request(url, method="DELETE")
+        try:
+            with urllib.request.urlopen(request, timeout=SIGNED_DELETE_TIMEOUT_S) as response:
+                response.read()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return
+            msg = f"{self.url}: delete {loc!r}: HTTP {err.code} {err.reason}"
+            if err.code >= 500 or err.code in (408, 429):
+                raise UnavailableError(msg) from err
+            raise StorageError(msg) from err
+        except OSError as err:  # URLError, timeouts, resets
+            raise UnavailableError(f"{self.url}: delete {loc!r}: {err}") from err
 
     # -- listing ---------------------------------------------------------------------------
 
