@@ -169,6 +169,7 @@ class ObstoreObjectStore:
             raise
         except BaseException as exc:
             if isinstance(exc, Exception) or is_panic(exc):
+                _record_hidden_retries(exc, _OP_KINDS[op])
                 err = map_error(exc, op=op, path=path, url=self.url)
                 if isinstance(err, PathIsFileError) and self._local_root is not None:
                     err = self._name_the_file(err, op, path)
@@ -399,6 +400,7 @@ class ObstoreObjectStore:
             obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
         except Exception as exc:
             if self._refuses_bulk_delete(exc):
+                _record_hidden_retries(exc, "multi_delete")
                 _log.warning("objstore: %s refuses multi-object delete; deleting one object "
                              "per request from now on [error=%s]", self.url, exc)
                 self._bulk_delete = False
@@ -600,6 +602,22 @@ def _check_order(url: str, pre: str, last: str | None, paths: list[str]) -> None
         f"{url}: list {pre!r}: backend returned {before[bad]!r} after "
         f"{before[bad - 1]!r}; it does not list in lexicographic order"
     )
+
+
+_OP_KINDS: dict[Op, accounting.RequestKind] = {
+    "open": "head", "get": "get", "get_with_meta": "get", "get_range": "ranged_get",
+    "get_ranges": "ranged_get", "head": "head", "put": "put", "put_if_absent": "conditional_put",
+    "put_if_match": "conditional_put", "list": "list", "delete": "multi_delete",
+    "delete_many": "multi_delete"}
+"""The request kind of each operation, for :func:`_record_hidden_retries`."""
+_RETRIED = re.compile(r"\bafter (\d+) retries\b")
+
+
+def _record_hidden_retries(exc: BaseException, kind: accounting.RequestKind) -> None:
+    """Count the requests that obstore's own retries sent before it gave up: its error says
+    ``after N retries`` (the retries of a request that then succeeded stay unseen)."""
+    if m := _RETRIED.search(str(exc)):
+        accounting.record(kind, int(m.group(1)))
 
 
 def _is_absent(exc: Exception) -> bool:

@@ -106,3 +106,19 @@ def test_a_store_without_multi_object_delete_falls_back_to_one_delete_per_object
     assert served == {"multi_delete": 1, "delete": 31}
     assert m.delta.to_dict()["requests"] == served
     assert list(store.list("db")) == []
+
+
+def test_obstores_own_retries_of_a_failed_request_are_counted(moto_endpoint: str) -> None:
+    """obstore retries the 501 of a refused DeleteObjects internally; its error says how
+    often, and the count includes those requests."""
+    from tests.s3_server import create_bucket
+
+    bucket = create_bucket(moto_endpoint, bulk_delete=False)
+    bucket.seed(["a", "b"])
+    bucket.reset_requests()
+    store = open_raw_store(bucket.url, **bucket.options, max_retries=2, retry_timeout_s=30)
+    with accounting.measure() as m:
+        store.delete_many(["a", "b"])
+    served = bucket.requests()["requests"]
+    assert served == {"multi_delete": 3, "delete": 2}
+    assert m.delta.to_dict()["requests"] == served
