@@ -13,7 +13,7 @@ DEMO_DIR := $(CURDIR)/var/demo
 DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
-.PHONY: help install jars lint typecheck test test-unit test-integration test-spark test-interop \
+.PHONY: help install jars chromium lint typecheck test test-unit test-integration test-spark test-interop \
         test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
@@ -42,6 +42,13 @@ $(JARS_STAMP): slatelib/spark/jars.lock slatelib/spark/jars.py | $(STAMP)
 
 jars: $(JARS_STAMP) ## fetch and check the pinned Spark jars into build/jars (make install does it)
 
+# Debian's chromium: the headless browser of the `slate health --html` page tests
+# (tests/integration/test_health_page.py fails without it). Installed with apt-get if missing.
+chromium: ## install Debian's chromium (for the health page tests) with apt-get if missing
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && \
+	    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null || \
+	     sudo -n apt-get install -y -qq chromium >/dev/null); }
+
 # Real Apache Airflow 3 (with the Spark provider), apart from the project's venv (its
 # dependencies are not ours), pinned by tests/dags/airflow-requirements.txt: the DAG tests
 # load airflow_dags/ into it and run each DAG with dag.test(). Rebuilt from scratch when the
@@ -69,7 +76,7 @@ typecheck: $(STAMP) ## mypy --strict on slatelib and jobs
 test-unit: $(STAMP) ## fast unit tests (no network, no Spark)
 	$(PYTEST) tests/unit -q
 
-test-integration: $(STAMP) $(JARS_STAMP) ## local FS and moto_server S3
+test-integration: $(STAMP) $(JARS_STAMP) chromium ## local FS and moto_server S3, the health page in headless Chromium
 	$(PYTEST) tests/integration -q
 
 test-spark: $(STAMP) $(JARS_STAMP) ## Spark jobs on a local SparkSession
@@ -143,7 +150,7 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
+test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) chromium test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 	$(MAKE) --no-print-directory test-pure
 

@@ -11,6 +11,10 @@ a one-line human summary (the report's ``headline``) go to stderr. Every report 
 same top level: ``job``, ``status`` (the exit name), ``headline``, ``seconds`` (the wall
 time of the run, Spark's start included), ``totals`` and ``databases`` (one entry each),
 then what is particular to the job.
+
+Every job also takes ``--metrics-file PATH`` (the run's Prometheus metrics as a
+node-exporter textfile) and ``--metrics-push URL`` (the same to a Pushgateway), written
+once the report is out (:func:`emit_metrics`; docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from slatelib.ops.job_report import Headline
 log = logging.getLogger("slatelib.jobs")
 
 __all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "configure_logging",
-           "emit_report", "exit_code_for", "parse_db_entry", "resolve_targets", "run_main",
+           "emit_metrics", "emit_report", "exit_code_for", "parse_db_entry", "resolve_targets", "run_main",
            "settings_from", "split_under_root", "usage_error", "wal_store_arg"]
 
 
@@ -126,6 +130,13 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
                         "are passed on to the executors as spark.executorEnv.*")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("--metrics-file", metavar="PATH",
+                   help="write the run's Prometheus metrics to PATH for node-exporter's "
+                        "textfile collector (name it *.prom; written to a temporary file, "
+                        "then renamed; docs/metrics.md)")
+    p.add_argument("--metrics-push", metavar="URL",
+                   help="push the run's Prometheus metrics to the Pushgateway at URL, "
+                        "grouped by job and by job and database (docs/metrics.md)")
 
 
 def split_under_root(url: str, store_root: str | None, *,
@@ -219,6 +230,17 @@ def emit_report(report: dict[str, Any], path: str | None) -> None:
             f.write(text + "\n")
 
 
+def emit_metrics(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """``--metrics-file`` / ``--metrics-push``: the run's metrics (a failure is logged on
+    stderr; it never changes the exit code)."""
+    path = getattr(args, "metrics_file", None)
+    url = getattr(args, "metrics_push", None)
+    if path or url:
+        from slatelib.metrics.output import emit_run_metrics
+
+        emit_run_metrics(report, metrics_file=path, metrics_push=url)
+
+
 def configure_logging(verbose: int) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -299,6 +321,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     if headline is not None and (line := headline(report)):
         report["headline"] = line
     emit_report(report, args.report)
+    emit_metrics(report, args)
     if report.get("headline"):
         sys.stderr.write(report["headline"] + "\n")
         sys.stderr.flush()

@@ -2,7 +2,7 @@
 
     spark-submit jobs/compact.py --service --db URL [--db URL ...] [--dbs-file FILE]
         [--discover PREFIX] [--max-concurrent N] [--run-for DURATION | --until-idle]
-        [--status-file FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
+        [--status-file FILE] [--status-history FILE] [--max-sst-size SIZE] [--parallelism N] [--conf FILE ...]
 
 The flags of the service, which runs in :func:`slatelib.spark.standing.run_service` over
 :class:`slatelib.ops.compaction.service.CompactionService`: the databases come from the
@@ -16,6 +16,7 @@ second one abandons the running compactions and cancels their Spark jobs). Witho
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from slatelib.config import Settings, parse_duration
 from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
+from slatelib.metrics.output import StatsTarget, serving_metrics
+from slatelib.objstore import ObjectStore, resolve_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.compaction.service import ServiceDb
 from slatelib.spark.standing import run_service as run_on_spark
@@ -66,6 +69,9 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
         InvalidArgumentError: bad options or no database given (before anything runs).
     """
     check_service_args(args)
+    if getattr(args, "status_history", None) is not None:
+        settings = dataclasses.replace(settings, service=dataclasses.replace(
+            settings.service, status_history=args.status_history))
     databases = service_dbs(args, settings)
     max_sst = parse_positive(args.max_sst_size, "--max-sst-size", size=True)
     parallelism = parse_positive(args.parallelism, "--parallelism")
@@ -75,8 +81,26 @@ def run_service(spark: SparkSession | None, settings: Settings, args: argparse.N
     def rediscover() -> Sequence[ServiceDb]:
         return service_dbs(args, settings)
 
-    return run_on_spark(
-        spark, databases, settings, task_fn=task_fn,
-        discover=rediscover if args.discover else None, parallelism=parallelism,
-        max_concurrent=max_concurrent, run_for=run_for, until_idle=args.until_idle,
-        status_file=args.status_file, max_sst_size=max_sst)
+    if args.metrics_port < 0 or args.metrics_port > 65535:
+        raise InvalidArgumentError(f"--metrics-port must be 0 to 65535, got {args.metrics_port}")
+    stats_every = parse_duration(args.metrics_db_interval, what="--metrics-db-interval")
+    stores: dict[str, ObjectStore] = {}
+
+    def stats_targets() -> list[StatsTarget]:
+        out = []
+        for d in (rediscover() if args.discover else databases):
+            store = d.store
+            if isinstance(store, str):
+                store = stores.get(store) or stores.setdefault(store, resolve_store(store))
+            out.append((d.name, store, d.path))
+        return out
+
+    with serving_metrics(args.metrics_port, args.metrics_host,
+                         l0_limit=settings.writer.l0_max_ssts, targets=stats_targets,
+                         stats_interval_s=stats_every) as metrics:
+        return run_on_spark(
+            spark, databases, settings, task_fn=task_fn,
+            discover=rediscover if args.discover else None, parallelism=parallelism,
+            max_concurrent=max_concurrent, run_for=run_for, until_idle=args.until_idle,
+            status_file=args.status_file, max_sst_size=max_sst,
+            on_status=None if metrics is None else metrics.publish)

@@ -20,6 +20,7 @@ from jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
+from slatelib.metrics.output import StatsTarget, serving_metrics
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.compaction.worker import WorkerDb, WorkerOptions
@@ -99,5 +100,16 @@ def run_worker(spark: SparkSession | None, settings: Settings, args: argparse.Na
     opts = worker_options(settings, args)
     databases = database_lister(args, settings.object_store.wal_store)
     databases()  # fail fast on a bad URL or an empty selection
-    return run_on_spark(spark, databases, settings, opts, task_fn=task_fn,
-                        slots=parse_positive(args.parallelism, "--parallelism"))
+    if args.metrics_port < 0 or args.metrics_port > 65535:
+        raise InvalidArgumentError(f"--metrics-port must be 0 to 65535, got {args.metrics_port}")
+    stats_every = parse_duration(args.metrics_db_interval, what="--metrics-db-interval")
+
+    def stats_targets() -> list[StatsTarget]:
+        return [(d.name, d.store, d.path) for d in databases()]
+
+    with serving_metrics(args.metrics_port, args.metrics_host,
+                         l0_limit=settings.writer.l0_max_ssts, targets=stats_targets,
+                         stats_interval_s=stats_every, worker=True) as metrics:
+        return run_on_spark(spark, databases, settings, opts, task_fn=task_fn,
+                            slots=parse_positive(args.parallelism, "--parallelism"),
+                            on_status=None if metrics is None else metrics.publish)

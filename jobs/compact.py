@@ -4,7 +4,9 @@ range across executors and committed by the driver with one manifest CAS.
     spark-submit jobs/compact.py --db URL [--db URL ...] [--dbs-file FILE] [--discover PREFIX]
         [--policy l0|full|size-tiered] [--sources l0:<ULID>,sr:<id>,...]
         [--max-sst-size SIZE] [--parallelism N] [--dry-run] [--takeover] [--conf FILE ...]
-        [--report FILE] [-v]
+        [--report FILE] [--metrics-file PATH] [--metrics-push URL] [-v]
+    spark-submit jobs/compact.py --worker | --service ... [--metrics-port PORT]
+        [--metrics-host HOST] [--metrics-db-interval DURATION]
 
 Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark task runner:
 tasks are small picklable range specs, executors open their own store from the task's
@@ -73,6 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop once nothing is scheduled and nothing runs")
     mode.add_argument("--status-file", help="worker and service modes: where to write the "
                       "periodic JSON status (default [worker] / [service] status_file)")
+    mode.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                      help="worker and service modes: serve Prometheus metrics on "
+                           "http://HOST:PORT/metrics (default 0: off; docs/metrics.md)")
+    mode.add_argument("--metrics-host", default="0.0.0.0", metavar="HOST",
+                      help="the address --metrics-port binds (default 0.0.0.0: every "
+                           "interface, so that Prometheus can scrape the driver; "
+                           "127.0.0.1 keeps it local)")
+    mode.add_argument("--metrics-db-interval", default="1m", metavar="DURATION",
+                      help="with --metrics-port: collect each database's stats (L0, sorted "
+                           "runs, checkpoints, manifests, WAL, GC backlog: one listing and a "
+                           "few reads per database) this often (default 1m; 0: not at all)")
+    mode.add_argument("--status-history", metavar="FILE",
+                      help="service mode: append each database's L0 depth and sorted runs to "
+                      "this bounded JSON Lines file once a minute, for slate health --html "
+                      "(default [service] status_history)")
     return p
 
 
@@ -134,7 +151,9 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
     """
     given = [f for f, v in (("--max-concurrent", args.max_concurrent),
                             ("--run-for", args.run_for), ("--until-idle", args.until_idle),
-                            ("--status-file", args.status_file)) if v]
+                            ("--status-file", args.status_file),
+                            ("--status-history", args.status_history),
+                            ("--metrics-port", args.metrics_port)) if v]
     if given:
         raise InvalidArgumentError(f"{', '.join(given)} only apply with --worker or --service")
 

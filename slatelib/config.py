@@ -279,6 +279,7 @@ class ServiceSettings:
     poll_interval: float = field(default=5.0, metadata=DURATION)
     status_interval: float = field(default=10.0, metadata=DURATION)
     status_file: str = ""  # "" : no status file unless --status-file is given
+    status_history: str = ""  # "" : no history unless --status-history is given
     discover_interval: float = field(default=60.0, metadata=DURATION)
     error_backoff: float = field(default=30.0, metadata=DURATION)
 

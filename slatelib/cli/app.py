@@ -58,6 +58,7 @@ COMMAND_MODULES = [
     "slatelib.cli.compact_cmds",
     "slatelib.cli.config_cmds",
     "slatelib.cli.cas_cmds",
+    "slatelib.cli.health_cmd",
 ]
 
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (

@@ -35,13 +35,15 @@ __all__ = ["run_service", "run_worker"]
 def run_worker(spark: SparkSession | None, databases: Callable[[], list[WorkerDb]],
                settings: Settings, options: WorkerOptions, *, slots: int | None,
                task_fn: Callable[[CompactionTask], TaskOutcome],
+               on_status: Callable[[dict[str, Any]], None] | None = None,
                ) -> tuple[dict[str, Any], int]:
     """Run worker mode over ``databases`` (re-listed as it polls) until it stops. Returns
     the report and the exit code: with ``until_idle``, the code of the first database whose
     scheduled work this worker left undone (5: an entry it does not execute, such as a
     segment drain; a failed job's code; a failing poll), else 0. Failing jobs are handed
     back and reported, not fatal. ``slots``: compactions' key ranges at once (default:
-    Spark's default parallelism)."""
+    Spark's default parallelism). ``on_status``: called with the status after every poll
+    (the ``/metrics`` snapshot)."""
     runner = None
     if spark is not None:
         from slatelib.spark.compaction import SparkTaskRunner
@@ -49,7 +51,7 @@ def run_worker(spark: SparkSession | None, databases: Callable[[], list[WorkerDb
         runner = SparkTaskRunner(spark, label="worker", task_fn=task_fn)
         slots = slots or spark.sparkContext.defaultParallelism
     worker = CompactionWorker(databases, settings=settings, options=options, runner=runner,
-                              slots=slots)
+                              slots=slots, on_status=on_status)
 
     def on_signal(name: str) -> None:
         log.warning("worker: %s: handing running jobs back and stopping", name)
@@ -72,11 +74,13 @@ def run_service(spark: SparkSession | None, databases: Sequence[ServiceDb],
                 parallelism: int | None = None, max_concurrent: int | None = None,
                 run_for: float | None = None, until_idle: bool = False,
                 status_file: str | None = None, max_sst_size: int | None = None,
+                on_status: Callable[[dict[str, Any]], None] | None = None,
                 ) -> tuple[dict[str, Any], int]:
     """Run the size-tiered service over ``databases`` until it stops (``discover``: lists
     them again every ``[service] discover_interval``; the other options are
     :class:`CompactionService`'s; ``parallelism`` defaults to Spark's default parallelism
-    when ``[compaction] parallelism`` is 0). Returns the final report and the exit code."""
+    when ``[compaction] parallelism`` is 0; ``on_status``: called with the status after
+    every pass, the ``/metrics`` snapshot). Returns the final report and the exit code."""
     if parallelism is None and settings.compaction.parallelism == 0 and spark is not None:
         parallelism = spark.sparkContext.defaultParallelism
     runner_factory: Callable[[ServiceDb], TaskRunner] | None = None
@@ -93,7 +97,7 @@ def run_service(spark: SparkSession | None, databases: Sequence[ServiceDb],
         databases, settings=settings, max_concurrent=max_concurrent, run_for=run_for,
         until_idle=until_idle, status_file=status_file, parallelism=parallelism,
         max_sst_size=max_sst_size, runner_factory=runner_factory, task_fn=task_fn,
-        discover=discover, on_abandon=on_abandon)
+        discover=discover, on_abandon=on_abandon, on_status=on_status)
     logger = logging.getLogger(SERVICE_LOGGER)
     level = logger.level
     if logger.getEffectiveLevel() > logging.INFO:

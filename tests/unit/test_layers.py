@@ -41,12 +41,13 @@ ALLOWED: dict[str, set[str]] = {
     "writer": {BASE, "core", "format", "objstore", "store", "txn", "writer"},
     "ops": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops"},
     "testing": {BASE, "core", "format", "objstore", "store", "testing"},
+    "metrics": {BASE, "objstore", "ops", "metrics"},
     "cli": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
-            "cli"},
+            "metrics", "cli"},
     "api": {BASE, "core", "format", "objstore", "store", "txn", "reader", "writer", "ops",
             "testing"},
     "spark": {BASE, "core", "format", "objstore", "store", "txn", "reader", "ops", "spark"},
-    "jobs": {BASE, "core", "objstore", "ops", "api", "jobs", "spark"},
+    "jobs": {BASE, "core", "objstore", "ops", "api", "jobs", "spark", "metrics"},
     "airflow_dags": set(),
 }
 

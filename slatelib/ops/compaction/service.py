@@ -22,7 +22,10 @@ For databases that have no compactor of their own (official writers opened with
   after ``error_backoff``. Turn that compactor off and run one ``--takeover`` compaction to
   hand the database to the service;
 - **writes a status file** (JSON, atomically: a temporary file in the same folder, then a
-  rename) every ``status_interval``;
+  rename) every ``status_interval``, and, with ``status_history`` (``[service]
+  status_history``, ``--status-history``), appends each database's L0 depth and sorted runs
+  to a bounded JSON Lines history at most once a minute and when it stops
+  (:mod:`slatelib.ops.compaction.status_history`, charted by ``slate health``);
 - **stops** on :meth:`CompactionService.request_stop` (what SIGTERM and SIGINT call, see
   :func:`stop_on_signals`), after ``run_for`` seconds, or with ``until_idle`` once every
   database was polled with nothing to do (or failed) since its last compaction and nothing
@@ -74,6 +77,7 @@ from slatelib.ops.compaction.guard import judge_compactor
 from slatelib.ops.compaction.report import CompactionReport
 from slatelib.ops.compaction.run import plan_options, run_compaction
 from slatelib.ops.compaction.state import read_state
+from slatelib.ops.compaction.status_history import StatusHistory
 from slatelib.ops.engine import CompactionTask, TaskOutcome, TaskRunner, ThreadTaskRunner
 from slatelib.paths import normalize_path
 from slatelib.store.compactions_store import CompactionsStore
@@ -248,7 +252,8 @@ class CompactionService:
     full list of databases (new ones join; ones that are gone leave once idle).
     ``stop``: an event that requests a stop when set (as one :meth:`request_stop`).
     ``clock`` drives every interval and timestamp (tests pass a fake one and call
-    :meth:`step`).
+    :meth:`step`). ``on_status``, when given, is called with :meth:`status` after every
+    pass (the ``/metrics`` endpoint's snapshot, :class:`slatelib.metrics.StandingMetrics`).
 
     Raises:
         InvalidArgumentError: no database, ``max_concurrent`` below 1, non-positive
@@ -264,6 +269,7 @@ class CompactionService:
         run_for: float | None = None,
         until_idle: bool = False,
         status_file: str | None = None,
+        status_history: str | None = None,
         parallelism: int | None = None,
         max_sst_size: int | None = None,
         runner_factory: Callable[[ServiceDb], TaskRunner] | None = None,
@@ -273,6 +279,7 @@ class CompactionService:
         abandon_grace_s: float = ABANDON_GRACE_S,
         stop: threading.Event | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        on_status: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.settings = settings or Settings()
         ss = self.settings.service
@@ -293,6 +300,9 @@ class CompactionService:
         self.until_idle = until_idle
         self.status_file = status_path(status_file if status_file is not None
                                        else ss.status_file)
+        history = status_path(status_history if status_history is not None
+                              else ss.status_history)
+        self.status_history = None if history is None else StatusHistory(history)
         self.parallelism = parallelism
         self.max_sst_size = max_sst_size
         self.runner_factory = runner_factory
@@ -302,6 +312,7 @@ class CompactionService:
         self.abandon_grace_s = abandon_grace_s
         self.stop_event = stop
         self.clock = clock
+        self.on_status = on_status
         self._dbs: dict[str, _Db] = {}
         self._add(databases)
         if not self._dbs:
@@ -404,6 +415,8 @@ class CompactionService:
         if finished or now >= self._next_status:
             self._write_status(now, final=finished)
             self._next_status = now + self.settings.service.status_interval
+        if self.on_status is not None:  # the metrics endpoint's snapshot
+            self.on_status(self.status(final=finished))
         if finished:
             self._finished = True
             if self._pool is not None:
@@ -700,7 +713,9 @@ class CompactionService:
             "running": None if db.running is None else self._running_entry(db, now),
             "last_poll_at": iso_ms(db.last_poll_ms),
             "last_compaction_at": iso_ms(db.last_compaction_ms),
-            "compactions": db.compactions, "last_error": db.last_error,
+            "compactions": db.compactions, "errors": db.errors, "refusals": db.refusals,
+            "abandoned": db.abandoned, "rows_in": db.rows_in, "rows_out": db.rows_out,
+            "bytes_in": db.bytes_in, "bytes_out": db.bytes_out, "last_error": db.last_error,
         }
 
     def _totals(self) -> dict[str, int]:
@@ -724,12 +739,21 @@ class CompactionService:
             "stop_reason": self._stop_reason, "policy": POLICY,
             "max_concurrent": self.max_concurrent, "started_at": iso_ms(self._started_ms),
             "updated_at": iso_ms(self.clock.now_ms()),
+            "status_history": None if self.status_history is None else self.status_history.path,
             "databases": [self._db_status(d, now) for d in self._active()],
             "running": [self._running_entry(d, now) for d in self._running()],
             "totals": self._totals(),
         }
 
     def _write_status(self, now: float, *, final: bool) -> None:
+        h = self.status_history
+        if h is not None and (final or h.due(now)):  # the state at a stop is always kept
+            try:
+                h.append(self.clock.now_ms(), now, {d.target.name: (d.l0, d.sorted_runs)
+                                                    for d in self._active()})
+            except OSError as exc:
+                log.warning("compaction service: writing the status history failed "
+                            "[path=%s, error=%s]", h.path, exc)
         if self.status_file is None:
             return
         try:

@@ -181,6 +181,8 @@ class _Job:
     compaction_id: Ulid
     entry: Compaction
     claimed_at: float
+    beat_at: float = 0.0
+    """When the job's last heartbeat (or its claim) landed (monotonic seconds)."""
     lost: threading.Event = field(default_factory=threading.Event)
     work: list[RangeWork] = field(default_factory=list)
     written: dict[int, tuple[SstHandle, ...]] = field(default_factory=dict)
@@ -240,7 +242,9 @@ class _ProgressRunner:
 
 
 class CompactionWorker:
-    """Claims and executes Scheduled compactions of many databases (see the module doc)."""
+    """Claims and executes Scheduled compactions of many databases (see the module doc).
+    ``on_status``, when given, is called with :meth:`status` after every poll (the
+    ``/metrics`` endpoint's snapshot, :class:`slatelib.metrics.StandingMetrics`)."""
 
     def __init__(
         self,
@@ -252,6 +256,7 @@ class CompactionWorker:
         slots: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
+        on_status: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.options = options or WorkerOptions.from_settings(self.settings)
@@ -263,6 +268,7 @@ class CompactionWorker:
         self.slots = slots or self.settings.compaction.parallelism or 2
         self.clock = clock
         self.rng = rng or random.Random()
+        self.on_status = on_status
         self._jobs: dict[tuple[str, Ulid], _Job] = {}
         self._jobs_lock = threading.Lock()
         self._stop = threading.Event()
@@ -321,6 +327,8 @@ class CompactionWorker:
                     next_discover = now + opts.discover_interval_s
                 found = self._poll(pool)
                 self.polls += 1
+                if self.on_status is not None:  # the metrics endpoint's snapshot
+                    self.on_status(self.status())
                 if opts.until_idle and not found and not self._running():
                     log.info("worker: nothing scheduled and nothing running; stopping")
                     break
@@ -336,6 +344,8 @@ class CompactionWorker:
             self._beat_stop.set()
             beat.join()
             self.write_status(final=True)
+            if self.on_status is not None:
+                self.on_status(self.status(final=True))
         return self.report(self.clock.monotonic_s() - started)
 
     def _refresh_databases(self) -> None:
@@ -422,7 +432,8 @@ class CompactionWorker:
         for cid in got:
             entry = after.value.compaction(cid)
             assert entry is not None
-            job = _Job(db, cid, entry, self.clock.monotonic_s())
+            claimed_at = self.clock.monotonic_s()
+            job = _Job(db, cid, entry, claimed_at, beat_at=claimed_at)
             with self._jobs_lock:
                 if (db.name, cid) in self._jobs:
                     continue
@@ -600,7 +611,10 @@ class CompactionWorker:
                         j.ctx_dirty = True
             self._note_error(db, exc, "heartbeat")
             return
+        landed = self.clock.monotonic_s()
         for j in jobs:
+            if j.compaction_id not in lost:
+                j.beat_at = landed
             if j.compaction_id in lost:
                 j.lost.set()
                 log.warning("worker: compaction %s is no longer ours (reclaimed or claimed "
@@ -624,11 +638,13 @@ class CompactionWorker:
         """The status file's content (:func:`worker_status`)."""
         state = "stopped" if final else "stopping" if self._stop.is_set() else "running"
         running = self._running()
+        now = self.clock.monotonic_s()
         return worker_status(
             self.worker_id, state=state, started_ms=self._started_ms,
             now_ms=self.clock.now_ms(), polls=self.polls,
             databases=[(db.name, self._stats_for(db), [
-                RunningJob(ulid_to_str(j.compaction_id), len(j.work), len(j.written))
+                RunningJob(ulid_to_str(j.compaction_id), len(j.work), len(j.written),
+                           round(max(0.0, now - j.beat_at), 3))
                 for j in running if j.db.name == db.name]) for db in self._dbs])
 
     def write_status(self, *, final: bool = False) -> None:

@@ -71,6 +71,8 @@ class RunningJob:
     id: str
     ranges: int
     ranges_done: int
+    heartbeat_age_s: float = 0.0
+    """Seconds since the job's last heartbeat (or its claim) landed."""
 
 
 def db_entry(name: str, s: DbStats) -> dict[str, Any]:
@@ -114,8 +116,8 @@ def worker_status(worker_id: str, *, state: str, started_ms: int, now_ms: int, p
     for name, s, running in databases:
         entry = db_entry(name, s)
         entry.pop("jobs")
-        entry["running"] = [{"id": j.id, "ranges": j.ranges, "ranges_done": j.ranges_done}
-                            for j in running]
+        entry["running"] = [{"id": j.id, "ranges": j.ranges, "ranges_done": j.ranges_done,
+                             "heartbeat_age_s": j.heartbeat_age_s} for j in running]
         entry["last_poll_at"] = None if s.last_poll_ms is None else iso_ms(s.last_poll_ms)
         dbs.append(entry)
     return {"worker": "slatelib compaction worker", "worker_id": worker_id,

@@ -27,7 +27,7 @@ from slatelib.ops.gc.collect import (
     run_gc,
 )
 from slatelib.ops.gc.report import GcReport
-from slatelib.ops.gc.state import read_live_set
+from slatelib.ops.gc.state import read_compactions_state, read_latest_manifest, read_live_set
 
 __all__ = [
     "DIRS",
@@ -43,6 +43,8 @@ __all__ = [
     "drop_external_dbs",
     "fresh_rules",
     "gc_options",
+    "read_compactions_state",
+    "read_latest_manifest",
     "read_live_set",
     "release_checkpoint",
     "remove_expired_checkpoints",

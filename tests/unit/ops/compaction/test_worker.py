@@ -316,3 +316,48 @@ def test_the_workers_outputs_keep_the_databases_sst_options(store: ObjectStore) 
         assert out.info.compression == CompressionCodec.LZ4
         reader = SstReader(store, DbPaths(ROOT).compacted(out.id), out.handle())
         assert list(reader.filter_entries() or {}) == ["_bf:p=two:wh=0"]
+
+
+def test_the_status_shows_each_running_jobs_heartbeat_age(store: ObjectStore) -> None:
+    """What ``slatelib_compaction_heartbeat_lag_seconds`` is built from: the age grows
+    while no heartbeat lands and falls back once one does; ``on_status`` gets the status
+    after every poll."""
+    write_l0s(store)
+    schedule(store)
+    gate = threading.Event()
+
+    def held(task: CompactionTask) -> TaskOutcome:
+        gate.wait(30)
+        return run_compaction_task(task)
+
+    published: list[dict[str, object]] = []
+    slow_beats = replace(FAST, until_idle=True, heartbeat_interval_s=10.0,
+                         heartbeat_timeout_s=60.0)
+    w = worker(store, slow_beats, runner=ThreadTaskRunner(3, task_fn=held),
+               on_status=published.append)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+
+    def age() -> float | None:
+        dbs = w.status()["databases"]
+        running = dbs[0]["running"] if dbs else []
+        return running[0]["heartbeat_age_s"] if running else None
+
+    try:
+        deadline = time.monotonic() + 30
+        while age() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = age()
+        assert first is not None
+        time.sleep(0.3)
+        later = age()
+        assert later is not None and later >= first + 0.25
+        w.heartbeat_once()
+        after = age()
+        assert after is not None and after < later - 0.2
+    finally:
+        gate.set()
+        t.join(30)
+    assert not t.is_alive()
+    assert published and published[-1]["state"] == "stopped"
+    assert any(d["running"] for s in published for d in s["databases"])  # type: ignore[attr-defined]

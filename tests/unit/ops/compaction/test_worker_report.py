@@ -47,7 +47,9 @@ def test_report_and_status_count_every_declined_entry_and_list_the_latest() -> N
     assert report["totals"]["declined"] == DECLINED_LISTED + 5
     assert report["totals"]["compacted"] == 3 and report["seconds"] == 1.235
     st = worker_status("w", state="running", started_ms=0, now_ms=1000, polls=7,
-                       databases=[("a", many, [RunningJob("01X", 4, 1)]), ("b", DbStats(), [])])
+                       databases=[("a", many, [RunningJob("01X", 4, 1, 2.5)]),
+                                  ("b", DbStats(), [])])
     assert st["totals"]["declined"] == DECLINED_LISTED + 5 and st["running"] == 1
-    assert st["databases"][0]["running"] == [{"id": "01X", "ranges": 4, "ranges_done": 1}]
+    assert st["databases"][0]["running"] == [{"id": "01X", "ranges": 4, "ranges_done": 1,
+                                              "heartbeat_age_s": 2.5}]
     assert "jobs" not in st["databases"][0] and st["databases"][1]["last_poll_at"] is None
