@@ -21,6 +21,7 @@ once the report is out (:func:`emit_metrics`; docs/metrics.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -256,6 +257,32 @@ def usage_error(message: str) -> int:
 
 
 JobRun = Callable[[Any, Settings, argparse.Namespace], tuple[dict[str, Any], int]]
+
+
+JobRunFn = Callable[..., tuple[dict[str, Any], int]]
+
+
+def counts_store_requests(headline: Headline | None = None) -> Callable[[JobRunFn], JobRunFn]:
+    """Decorate a job's ``run(spark, settings, args, ...)`` so that its report gets
+    ``store_requests``: the object-store requests of the run, on the driver and in its Spark
+    tasks (docs/request-accounting.md). ``headline``: the job's headline, recomputed with
+    them (a report without a headline keeps none)."""
+
+    def decorate(run: JobRunFn) -> JobRunFn:
+        @functools.wraps(run)
+        def counted(spark: Any, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], int]:
+            from slatelib.spark.executors import job_requests
+
+            meter = job_requests(spark)
+            report, code = run(spark, *args, **kwargs)
+            report["store_requests"] = meter.report()
+            if headline is not None and "headline" in report and (line := headline(report)):
+                report["headline"] = line
+            return report, code
+
+        return counted
+
+    return decorate
 
 
 def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spark: bool,

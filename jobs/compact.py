@@ -31,7 +31,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, exit_code_for, resolve_targets, run_main
+from jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    exit_code_for,
+    resolve_targets,
+    run_main,
+)
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
@@ -86,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@counts_store_requests(compact_headline)
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_compaction_task,
         ) -> tuple[dict[str, Any], int]:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, run_main, wal_store_arg
+from jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore.registry import s3_access
@@ -104,6 +104,7 @@ def export_args(args: argparse.Namespace, wal_store: str = "") -> ExportArgs:
     return out
 
 
+@counts_store_requests(export_headline)
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace,
         ) -> tuple[dict[str, Any], int]:
     """Export the database; returns the report and the exit code.

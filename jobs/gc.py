@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, resolve_targets, run_main
+from jobs._common import DbTarget, add_common_args, counts_store_requests, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
@@ -68,6 +68,7 @@ def decisions_out(where: str | None) -> Iterator[IO[str]]:
         yield sys.stdout if where == "-" else sys.stderr
 
 
+@counts_store_requests(gc_headline)
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     """Collect every database the arguments name. Returns the report and the exit code.
 

@@ -38,7 +38,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import add_common_args, run_main, split_under_root, wal_store_arg
+from jobs._common import (
+    add_common_args,
+    counts_store_requests,
+    run_main,
+    split_under_root,
+    wal_store_arg,
+)
 from slatelib.config import Settings, parse_duration
 from slatelib.core.rescale_plan import expand_template, parse_split_keys
 from slatelib.errors import InvalidArgumentError, SlateError
@@ -123,6 +129,7 @@ def _locate(urls: Sequence[str], store_root: str | None) -> tuple[str, list[str]
     return located[0][0], [p for _, p in located]
 
 
+@counts_store_requests(rescale_headline)
 def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace,
         task_fn: Callable[[CompactionTask], TaskOutcome] = run_checked_compaction_task,
         ) -> tuple[dict[str, Any], int]:

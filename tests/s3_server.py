@@ -18,6 +18,9 @@ three test-only changes:
   ``conditional_writes=False``) behave like an S3-compatible server behind a proxy that
   strips conditional headers: ``If-None-Match`` and ``If-Match`` are dropped from every
   request to them, so a "conditional" PUT silently overwrites (what two-phase CAS is for).
+- Buckets whose name starts with ``nobulk-`` (:func:`create_bucket` with
+  ``bulk_delete=False``) answer DeleteObjects with ``501 NotImplemented``, as S3-compatible
+  services without multi-object delete do.
 - ListObjectsV2 without a delimiter is answered from a sorted index of the bucket's keys
   (rebuilt after any write) instead of moto's scan-and-sort of the whole bucket for every
   1000-key page, which made one listing of 100k objects take 35 s. Results, order,
@@ -62,6 +65,7 @@ REQUESTS_PATH = "/_slatelib/requests"
 REQUEST_KINDS = ("get", "ranged_get", "head", "put", "conditional_put", "list", "delete",
                  "multi_delete", "other")
 NO_CONDITIONAL_PREFIX = "nocond-"
+NO_BULK_DELETE_PREFIX = "nobulk-"
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -223,12 +227,16 @@ def start_moto_server(timeout_s: float = 30.0, attempts: int = 3) -> MotoServer:
     raise RuntimeError(f"moto server did not start; last log:\n{log_tail}")
 
 
-def create_bucket(endpoint: str, *, conditional_writes: bool = True) -> S3Bucket:
+def create_bucket(endpoint: str, *, conditional_writes: bool = True,
+                  bulk_delete: bool = True) -> S3Bucket:
     """Create a bucket with a unique name on the server at ``endpoint``; with
-    ``conditional_writes=False``, one whose requests lose their conditional headers."""
+    ``conditional_writes=False``, one whose requests lose their conditional headers; with
+    ``bulk_delete=False``, one that refuses DeleteObjects."""
     import boto3
 
     prefix = "test-" if conditional_writes else NO_CONDITIONAL_PREFIX
+    if not bulk_delete:
+        prefix = NO_BULK_DELETE_PREFIX
     name = f"{prefix}{uuid.uuid4().hex[:20]}"
     client = boto3.client(
         "s3",
@@ -265,7 +273,10 @@ class _TestServerApp:
         bucket = _bucket_of(environ)
         kind = request_kind(method, str(environ.get("PATH_INFO", "")),
                             str(environ.get("QUERY_STRING", "")), environ)
-        out = list(self._serve(method, environ, start_response))
+        if kind == "multi_delete" and bucket.startswith(NO_BULK_DELETE_PREFIX):
+            out = _not_implemented(start_response)
+        else:
+            out = list(self._serve(method, environ, start_response))
         body_in = int(environ.get("CONTENT_LENGTH") or 0)
         self._count(bucket, kind, body_in, sum(len(chunk) for chunk in out))
         return out
@@ -332,6 +343,15 @@ class _TestServerApp:
                 self.generation += 1
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"ok"]
+
+
+def _not_implemented(start_response: StartResponse) -> list[bytes]:
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+            b"<Message>A header you provided implies functionality that is not "
+            b"implemented</Message></Error>")
+    start_response("501 Not Implemented", [("Content-Type", "application/xml"),
+                                           ("Content-Length", str(len(body)))])
+    return [body]
 
 
 def _bucket_of(environ: dict[str, Any]) -> str:

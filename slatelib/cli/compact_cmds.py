@@ -4,7 +4,8 @@ For small databases and tests; large ones go through ``spark-submit jobs/compact
 which runs the same plan on Spark executors. The JSON report has the shape of the job's
 (:mod:`slatelib.ops.job_report`): ``job``, ``status``, ``headline``, ``seconds``,
 ``dry_run``, ``totals`` and ``databases`` with the one database (its compaction status as
-``outcome``). Ends with the headline on stderr (``compacted 3 L0 (3.9 MB) -> 1 SST
+``outcome``), and ``store_requests`` (the object-store requests it made,
+docs/request-accounting.md). Ends with the headline on stderr (``compacted 3 L0 (3.9 MB) -> 1 SST
 (1.8 MB); 42,772 versions dropped; 1.7 s``).
 
 While it runs, progress (estimated input bytes compacted, rate, ETA) goes to stderr when it
@@ -21,6 +22,7 @@ from slatelib.cli import output
 from slatelib.cli.progress import BytesProgressRunner, add_progress_args, with_progress
 from slatelib.exit_codes import EXIT_OK
 from slatelib.flags import add_compaction_args, parse_positive, parse_sources
+from slatelib.objstore.accounting import JobRequests
 from slatelib.ops.compaction import ThreadTaskRunner, run_compaction
 from slatelib.ops.job_report import compact_db_fields, compact_report, db_entry
 
@@ -34,6 +36,7 @@ def cmd_compact(ctx: Context) -> None:
     args = ctx.args
     parallelism = parse_positive(args.parallelism, "--parallelism")
     started = time.monotonic()
+    requests = JobRequests()
     result = run_compaction(
         ctx.db_path, ctx.store, settings=ctx.settings, policy=args.policy,
         sources=parse_sources(args.sources),
@@ -46,7 +49,8 @@ def cmd_compact(ctx: Context) -> None:
     seconds = time.monotonic() - started
     entry = db_entry(ctx.db_name, EXIT_OK, compact_db_fields(result.to_dict()),
                      seconds=seconds)
-    report = compact_report(EXIT_OK, [entry], seconds=seconds, dry_run=bool(args.dry_run))
+    report = compact_report(EXIT_OK, [entry], seconds=seconds, dry_run=bool(args.dry_run),
+                            store_requests=requests.report())
     ctx.emit(report, table=lambda: output.generic(result.to_dict()))
     ctx.headline(report["headline"])
 

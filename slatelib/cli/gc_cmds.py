@@ -6,7 +6,8 @@ Prints every decision as a JSON line (``{"action": "keep"|"delete", "kind", "pat
 in the shape of ``jobs/gc.py``'s (:mod:`slatelib.ops.job_report`): ``job``, ``status``,
 ``headline``, ``seconds``, ``dry_run``, ``min_age_s``, ``totals`` and ``databases`` with the
 one database (counts and bytes per kind, boundary moves, removed checkpoints, detached
-clones, refusals, errors and phase times). ``--format table`` prints the decisions as lines
+clones, refusals, errors and phase times) and ``store_requests`` (the object-store requests
+it made, docs/request-accounting.md). ``--format table`` prints the decisions as lines
 and the counts per kind as a table. The headline (``dry run: would delete 3 objects (…):
 manifest 2 (…), wal 1 (…); 2 kept; nothing deleted; 0.1 s``) ends it on stderr. Dry run unless
 ``--no-dry-run`` is given or ``[gc] dry_run = false`` is configured (``--dry-run
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from slatelib.cli import output
 from slatelib.cli.progress import add_progress_args, with_progress
 from slatelib.core.gc_rules import GcDecision
+from slatelib.objstore.accounting import JobRequests
 from slatelib.ops.gc import check_db_spelling, collect_garbage
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import db_entry, gc_db_fields, gc_report
@@ -67,6 +69,7 @@ def cmd_gc(ctx: Context) -> int | None:
             ctx.emit(d.to_json())
 
     started = time.monotonic()
+    requests = JobRequests()
     report = collect_garbage(ctx.db_path, ctx.store, dry_run=forced, settings=ctx.settings,
                              on_decision=show, options=options)
     dry_run = report.dry_run
@@ -75,7 +78,8 @@ def cmd_gc(ctx: Context) -> int | None:
     fields = gc_db_fields(rep)
     code = int(fields.pop("exit_code"))
     job = gc_report(code, [db_entry(ctx.db_name, code, fields, seconds=seconds)],
-                    seconds=seconds, dry_run=dry_run, min_age_s=report.min_age_s)
+                    seconds=seconds, dry_run=dry_run, min_age_s=report.min_age_s,
+                    store_requests=requests.report())
     ctx.emit(job, table=lambda: "\n" + report_table(rep))
     ctx.headline(job["headline"])
     return code or None

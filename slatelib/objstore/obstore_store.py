@@ -31,8 +31,12 @@ Backend notes (obstore 0.12, checked by the tests):
 from __future__ import annotations
 
 import gc
+import logging
 import operator
 import os
+import re
+import urllib.error
+import urllib.request
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import obstore
+from obstore.store import S3Store
 
 from slatelib.errors import (
     InvalidArgumentError,
@@ -47,8 +52,9 @@ from slatelib.errors import (
     PathIsFileError,
     SlateError,
     StorageError,
+    UnavailableError,
 )
-from slatelib.objstore import local_cas
+from slatelib.objstore import accounting, local_cas
 from slatelib.objstore.byte_ranges import (
     ByteRange,
     check_ranges,
@@ -78,12 +84,23 @@ if TYPE_CHECKING:
     from obstore import PutMode
     from obstore.store import ObjectStore as ObsStore
 
+_log = logging.getLogger(__name__)
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 DEFAULT_COALESCE_BYTES = 1024 * 1024
 DEFAULT_LIST_CHUNK = 1000
 DEFAULT_DELETE_BATCH = 1000
+SIGNED_DELETE_TIMEOUT_S = 60.0
+"""Timeout of one signed ``DeleteObject`` request (the fallback of :meth:`delete_many`)."""
+_BULK_DELETE_REFUSED = re.compile(
+    r"\b501 Not Implemented|\b405 Method Not Allowed|<Code>(?:NotImplemented|MethodNotAllowed)<")
+"""How a DeleteObjects refusal reads in obstore's error (status line or S3 error code)."""
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+"""A plain ``put`` larger than this is uploaded in parts (a multipart upload)."""
+MULTIPART_PART_SIZE = 16 * 1024 * 1024
+"""Bytes per part of a multipart upload: ``2 + ceil(size / part)`` PUT requests."""
 
 
 def to_unix_ms(when: datetime) -> int:
@@ -129,6 +146,7 @@ class ObstoreObjectStore:
         self._list_chunk = list_chunk_size
         self._delete_batch = delete_batch_size
         self._local_root = local_root
+        self._bulk_delete = True
 
     @property
     def spec(self) -> StoreSpec:
@@ -151,6 +169,7 @@ class ObstoreObjectStore:
             raise
         except BaseException as exc:
             if isinstance(exc, Exception) or is_panic(exc):
+                _record_hidden_retries(exc, _OP_KINDS[op])
                 err = map_error(exc, op=op, path=path, url=self.url)
                 if isinstance(err, PathIsFileError) and self._local_root is not None:
                     err = self._name_the_file(err, op, path)
@@ -193,7 +212,10 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("get", p):
-            return bytes(obstore.get(self._store, self._loc(p)).bytes())
+            accounting.record("get")
+            data = bytes(obstore.get(self._store, self._loc(p)).bytes())
+        accounting.record_read(len(data))
+        return data
 
     def get_with_meta(self, path: str) -> tuple[bytes, ObjectMeta]:
         """See :meth:`ObjectStore.get_with_meta`.
@@ -203,9 +225,11 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("get_with_meta", p):
+            accounting.record("get")
             result = obstore.get(self._store, self._loc(p))
             data = bytes(result.bytes())
             raw = result.meta
+        accounting.record_read(len(data))
         return data, self._meta(raw)
 
     def head(self, path: str) -> ObjectMeta:
@@ -216,6 +240,7 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         with self._mapped("head", p):
+            accounting.record("head")
             raw = obstore.head(self._store, self._loc(p))
         return self._meta(raw)
 
@@ -270,6 +295,9 @@ class ObstoreObjectStore:
         spans = plan_spans(ranges, self._coalesce)
         if not spans:
             return [b""] * len(ranges)
+        # One ranged GET per span: spans are disjoint and more than ``coalesce_bytes`` apart,
+        # so obstore (coalesce=0 still joins touching ranges) sends exactly these.
+        accounting.record("ranged_get", len(spans))
         buffers = obstore.get_ranges(
             self._store,
             self._loc(p),
@@ -277,7 +305,9 @@ class ObstoreObjectStore:
             ends=[e for _, e in spans],
             coalesce=0,  # already coalesced: obstore's own merging can panic past the end
         )
-        return slice_spans(ranges, spans, [memoryview(b) for b in buffers])
+        views = [memoryview(b) for b in buffers]
+        accounting.record_read(sum(v.nbytes for v in views))
+        return slice_spans(ranges, spans, views)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -289,8 +319,12 @@ class ObstoreObjectStore:
         """
         p = check_path(path)
         payload = check_data(data)
+        multipart = len(payload) > MULTIPART_THRESHOLD
+        n = accounting.multipart_requests(len(payload), MULTIPART_PART_SIZE) if multipart else 1
         with self._mapped("put", p):
-            obstore.put(self._store, self._loc(p), payload)
+            accounting.record("put", n, bytes_written=len(payload))
+            obstore.put(self._store, self._loc(p), payload, use_multipart=multipart,
+                        chunk_size=MULTIPART_PART_SIZE)
 
     def put_if_absent(self, path: str, data: BytesLike) -> None:
         """See :meth:`ObjectStore.put_if_absent`.
@@ -301,6 +335,7 @@ class ObstoreObjectStore:
         p = check_path(path)
         payload = check_data(data)
         with self._mapped("put_if_absent", p):
+            accounting.record("conditional_put", bytes_written=len(payload))
             obstore.put(self._cas_store, self._loc(p), payload, mode="create")
 
     def put_if_match(self, path: str, data: BytesLike, e_tag: str | None) -> str | None:
@@ -318,9 +353,11 @@ class ObstoreObjectStore:
         if self._local_root is not None and e_tag is not None:
             target = os.path.join(self._local_root, self._loc(p))
             with self._mapped("put_if_match", p):
+                accounting.record("conditional_put", bytes_written=len(payload))
                 return local_cas.put_if_match_file(target, payload, e_tag, path=p)
         mode: PutMode = "create" if e_tag is None else {"e_tag": e_tag}
         with self._mapped("put_if_match", p):
+            accounting.record("conditional_put", bytes_written=len(payload))
             result = obstore.put(self._cas_store, self._loc(p), payload, mode=mode)
         return result["e_tag"]
 
@@ -350,9 +387,26 @@ class ObstoreObjectStore:
                 self._delete_locs([self._loc(p) for p in batch])
 
     def _delete_locs(self, locs: list[str]) -> None:
+        if not self._bulk_delete:
+            for loc in locs:
+                self._delete_signed(loc)
+            return
+        # obstore deletes through S3's DeleteObjects even for one path: one request per
+        # call (batches are at most 1000 keys). The per-object retry below happens only
+        # on stores that refuse to delete a missing object (local disk), never on S3, so
+        # it is not counted: the count stays what S3 would bill.
+        accounting.record("multi_delete")
         try:
             obstore.delete(self._store, locs if len(locs) > 1 else locs[0])
         except Exception as exc:
+            if self._refuses_bulk_delete(exc):
+                _record_hidden_retries(exc, "multi_delete")
+                _log.warning("objstore: %s refuses multi-object delete; deleting one object "
+                             "per request from now on [error=%s]", self.url, exc)
+                self._bulk_delete = False
+                for loc in locs:
+                    self._delete_signed(loc)
+                return
             # Local and some remote stores refuse to delete a missing object; a batch may
             # stop at the first one, so finish the batch one object at a time.
             if not _is_absent(exc):
@@ -363,6 +417,39 @@ class ObstoreObjectStore:
                 except Exception as one:
                     if not _is_absent(one):
                         raise
+
+    def _refuses_bulk_delete(self, exc: Exception) -> bool:
+        """An S3-compatible service without ``DeleteObjects`` answered (501 Not
+        Implemented, 405 Method Not Allowed): deletes then go one object per request."""
+        return isinstance(self._store, S3Store) and bool(_BULK_DELETE_REFUSED.search(str(exc)))
+
+    def _delete_signed(self, loc: str) -> None:
+        """Delete one object with a plain S3 ``DeleteObject`` request (obstore has none: its
+        deletes are ``DeleteObjects``), sent to a URL that obstore signs with the store's
+        credentials. A missing object is not an error.
+
+        Raises:
+            UnavailableError: a 5xx, 408 or 429 answer, or no answer.
+            StorageError: any other refusal.
+        """
+        store = self._store
+        if not isinstance(store, S3Store):
+            raise StorageError(f"{self.url}: delete {loc!r}: no per-object delete here")
+        url = obstore.sign(store, "DELETE", loc, timedelta(minutes=5))
+        accounting.record("delete")
+        request = urllib.request.Request(url, method="DELETE")
+        try:
+            with urllib.request.urlopen(request, timeout=SIGNED_DELETE_TIMEOUT_S) as response:
+                response.read()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return
+            msg = f"{self.url}: delete {loc!r}: HTTP {err.code} {err.reason}"
+            if err.code >= 500 or err.code in (408, 429):
+                raise UnavailableError(msg) from err
+            raise StorageError(msg) from err
+        except OSError as err:  # URLError, timeouts, resets
+            raise UnavailableError(f"{self.url}: delete {loc!r}: {err}") from err
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -400,10 +487,12 @@ class ObstoreObjectStore:
                     metas.sort(key=_META_PATH)
                 paths = [m.path for m in metas]
                 _check_order(self.url, pre, None, paths)  # only a repeated path can fail here
-                lo, hi, _ = window.select(paths)
+                lo, hi, done = window.select(paths)
+                # The pages S3 would have sent before the first path past the window.
+                accounting.record("list", accounting.list_pages(hi + 1 if done else len(paths)))
                 yield from metas[lo:hi]
                 return
-            for chunk in stream:
+            for chunk in _counted_pages(stream):
                 paths = _paths(self._root, chunk)
                 _check_order(self.url, pre, window.last, paths)
                 lo, hi, done = window.select(paths)
@@ -412,6 +501,21 @@ class ObstoreObjectStore:
                 yield from metas
                 if done:
                     return
+
+
+def _counted_pages(stream: Iterable[Sequence[ObsMeta]]) -> Iterator[Sequence[ObsMeta]]:
+    """The chunks of an obstore listing, counting one ``list`` request per chunk taken and
+    one for a listing that has none: chunks are :data:`DEFAULT_LIST_CHUNK` (1000) keys, the
+    size of an S3 page, and obstore fetches a page only when the next chunk is taken."""
+    taken = 0
+    try:
+        for chunk in stream:
+            accounting.record("list")
+            taken += 1
+            yield chunk
+    finally:
+        if taken == 0:
+            accounting.record("list")
 
 
 class _Window:
@@ -498,6 +602,22 @@ def _check_order(url: str, pre: str, last: str | None, paths: list[str]) -> None
         f"{url}: list {pre!r}: backend returned {before[bad]!r} after "
         f"{before[bad - 1]!r}; it does not list in lexicographic order"
     )
+
+
+_OP_KINDS: dict[Op, accounting.RequestKind] = {
+    "open": "head", "get": "get", "get_with_meta": "get", "get_range": "ranged_get",
+    "get_ranges": "ranged_get", "head": "head", "put": "put", "put_if_absent": "conditional_put",
+    "put_if_match": "conditional_put", "list": "list", "delete": "multi_delete",
+    "delete_many": "multi_delete"}
+"""The request kind of each operation, for :func:`_record_hidden_retries`."""
+_RETRIED = re.compile(r"\bafter (\d+) retries\b")
+
+
+def _record_hidden_retries(exc: BaseException, kind: accounting.RequestKind) -> None:
+    """Count the requests that obstore's own retries sent before it gave up: its error says
+    ``after N retries`` (the retries of a request that then succeeded stay unseen)."""
+    if m := _RETRIED.search(str(exc)):
+        accounting.record(kind, int(m.group(1)))
 
 
 def _is_absent(exc: Exception) -> bool:

@@ -33,6 +33,7 @@ from slatelib.errors import (
     SlateError,
     UnavailableError,
 )
+from slatelib.objstore import accounting
 from slatelib.objstore.forwarding import ForwardingStore
 from slatelib.objstore.object_store import (
     BytesLike,
@@ -99,6 +100,7 @@ class RetryingObjectStore(ForwardingStore):
         return self._rng.uniform(0.0, cap)
 
     def _wait(self, op: OpName, path: str, attempt: int, err: UnavailableError) -> None:
+        accounting.record_retry()  # every retry passes here (docs/request-accounting.md)
         delay = self.backoff_s(attempt)
         _log.warning(
             "objstore retrying [op=%s, path=%s, attempt=%d, delay_s=%.3f, error=%s]",

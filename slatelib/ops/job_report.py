@@ -18,7 +18,7 @@ from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.exit_codes import EXIT_OK, exit_name
 
 __all__ = ["Headline", "compact_db_fields", "compact_headline", "compact_report",
-           "db_entry", "failed_suffix", "gc_db_fields", "gc_headline", "gc_report",
+           "db_entry", "failed_suffix", "gc_db_fields", "requests_suffix", "gc_headline", "gc_report",
            "job_report"]
 
 Headline = Callable[[dict[str, Any]], str]
@@ -47,6 +47,16 @@ def failed_suffix(report: dict[str, Any]) -> str:
     return f"; {len(failed)} of {len(report['databases'])} databases failed ({', '.join(names)})"
 
 
+def requests_suffix(report: dict[str, Any]) -> str:
+    """``; 1,234 store requests`` when the report counts them (``store_requests``,
+    docs/request-accounting.md), else nothing."""
+    counted = report.get("store_requests")
+    if not isinstance(counted, dict) or "total" not in counted:
+        return ""
+    n = int(counted["total"])
+    return f"; {fmt_count(n)} store request{'s' if n != 1 else ''}"
+
+
 def job_report(job: str, code: int, *, totals: dict[str, Any], databases: list[dict[str, Any]],
                seconds: float, headline: Headline | None = None,
                **extra: Any) -> dict[str, Any]:
@@ -56,6 +66,8 @@ def job_report(job: str, code: int, *, totals: dict[str, Any], databases: list[d
     report: dict[str, Any] = {"job": job, "status": exit_name(code),
                               "headline": "", "seconds": round(seconds, 3), **extra,
                               "totals": totals, "databases": databases}
+    if "store_requests" in report:  # last, as the jobs add it (jobs/_common.py)
+        report["store_requests"] = report.pop("store_requests")
     if headline is not None:
         report["headline"] = headline(report)
     else:
@@ -79,13 +91,16 @@ def compact_db_fields(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_report(code: int, databases: list[dict[str, Any]], *, seconds: float,
-                   dry_run: bool) -> dict[str, Any]:
-    """The report of a one-shot compaction of ``databases`` (entries of :func:`db_entry`)."""
+                   dry_run: bool, store_requests: dict[str, Any] | None = None,
+                   ) -> dict[str, Any]:
+    """The report of a one-shot compaction of ``databases`` (entries of :func:`db_entry`);
+    ``store_requests``: the run's object-store requests, when counted."""
     totals = _base_totals(databases)
     for key in COMPACT_TOTALS:
         totals[key] = sum(int(r.get(key, 0)) for r in databases)
+    extra = {"store_requests": store_requests} if store_requests is not None else {}
     return job_report("compact", code, totals=totals, databases=databases, seconds=seconds,
-                      headline=compact_headline, dry_run=dry_run)
+                      headline=compact_headline, dry_run=dry_run, **extra)
 
 
 def _inputs(results: list[dict[str, Any]]) -> str:
@@ -119,7 +134,7 @@ def compact_headline(report: dict[str, Any]) -> str:
         line = "nothing to compact" + where
     else:
         line = "compacted nothing"
-    return f"{line}{failed_suffix(report)}; {secs}"
+    return f"{line}{failed_suffix(report)}{requests_suffix(report)}; {secs}"
 
 
 # --------------------------------------------------------------------------------- GC
@@ -130,9 +145,11 @@ def gc_db_fields(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def gc_report(code: int, databases: list[dict[str, Any]], *, seconds: float, dry_run: bool,
-              min_age_s: float) -> dict[str, Any]:
+              min_age_s: float, store_requests: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:
     """The report of a GC run over ``databases`` (entries of :func:`db_entry`): ``totals``
-    sums their totals, and their counts per kind under ``kinds``."""
+    sums their totals, and their counts per kind under ``kinds``; ``store_requests``: the
+    run's object-store requests, when counted."""
     totals = _base_totals(databases)
     for r in databases:
         for k, v in (r.get("totals") or {}).items():
@@ -144,8 +161,9 @@ def gc_report(code: int, databases: list[dict[str, Any]], *, seconds: float, dry
             for k, v in tally.items():
                 mine[k] = mine.get(k, 0) + v
     totals["kinds"] = dict(sorted(kinds.items()))
+    extra = {"store_requests": store_requests} if store_requests is not None else {}
     return job_report("gc", code, totals=totals, databases=databases, seconds=seconds,
-                      headline=gc_headline, dry_run=dry_run, min_age_s=min_age_s)
+                      headline=gc_headline, dry_run=dry_run, min_age_s=min_age_s, **extra)
 
 
 def gc_headline(report: dict[str, Any]) -> str:
@@ -170,4 +188,5 @@ def gc_headline(report: dict[str, Any]) -> str:
         line += f"; {len(dbs)} databases"
     if dry:
         line += "; nothing deleted"
-    return f"{line}{failed_suffix(report)}; {fmt_seconds(float(report.get('seconds', 0)))}"
+    return (f"{line}{failed_suffix(report)}{requests_suffix(report)}; "
+            f"{fmt_seconds(float(report.get('seconds', 0)))}")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slatelib.errors import ExecutorEnvironmentError
+from slatelib.objstore.accounting import JobRequests, RequestCounts
 from slatelib.spark import guard
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _tallies: dict[str, Any] = {}
 """Application id -> the placement accumulator of that SparkContext."""
+_request_tallies: dict[str, Any] = {}
+"""Application id -> the store-request accumulator of that SparkContext."""
 _registered = False
 
 
@@ -53,17 +56,45 @@ def _tally(sc: SparkContext) -> Any:
         return _tallies[app]
 
 
+def _requests_tally(sc: SparkContext) -> Any:
+    with _lock:
+        app = str(sc.applicationId)
+        if app not in _request_tallies:
+            _request_tallies[app] = sc.accumulator({}, guard.Counts())  # type: ignore[arg-type]
+        return _request_tallies[app]
+
+
+def executor_requests(sc: SparkContext) -> RequestCounts:
+    """The store requests of this application's guarded iterator tasks so far, summed as
+    each finished (each task adds only its own; a failed task attempt adds nothing):
+    take it before and after a job and subtract (docs/request-accounting.md)."""
+    with _lock:
+        tally = _request_tallies.get(str(getattr(sc, "applicationId", "")))
+    return RequestCounts.from_flat(tally.value) if tally is not None else RequestCounts()
+
+
+def job_requests(spark: SparkSession | None) -> JobRequests:
+    """The store requests of a job from now on: the driver's, and its Spark tasks' when it
+    has a session (``store_requests`` of every job report)."""
+    sc = getattr(spark, "sparkContext", None)
+    if sc is None:  # no session (a dry run; tests that run tasks in threads)
+        return JobRequests()
+    return JobRequests(lambda: executor_requests(sc))
+
+
 def on_executors(sc: SparkContext, fn: Callable[..., Any], *,
                  iterator: bool = False) -> Callable[..., Any]:
     """``fn`` behind the executor check and the placement tally (module docstring).
     ``iterator``: ``fn`` takes a partition's iterator (``mapPartitions``, ``mapInArrow``,
-    ``mapInPandas``), so the check runs before its first item is read."""
+    ``mapInPandas``), so the check runs before its first item is read; such a task also
+    adds the store requests it made to :func:`executor_requests`."""
     from pyspark import cloudpickle
 
     _register_guard()
-    cls = guard.GuardedIterator if iterator else guard.Guarded
     payload = cloudpickle.dumps(fn)  # type: ignore[no-untyped-call]
-    return cls(guard.build(), payload, _tally(sc))
+    if iterator:
+        return guard.GuardedIterator(guard.build(), payload, _tally(sc), _requests_tally(sc))
+    return guard.Guarded(guard.build(), payload, _tally(sc))
 
 
 def map_on_executors(sc: SparkContext, fn: Callable[[Any], Any], items: Sequence[Any],

@@ -139,12 +139,16 @@ def check(expected: dict[str, str]) -> None:
 class Guarded:
     """A task function behind :func:`check`: the function travels pickled (``payload``)
     and is unpickled only once the check passed; each call counts its placement in
-    ``tally`` (an accumulator of ``{"host/executor": calls}``)."""
+    ``tally`` (an accumulator of ``{"host/executor": calls}``). ``requests``: an
+    accumulator of ``{field: n}`` that :class:`GuardedIterator` adds the task's own store
+    requests to (docs/request-accounting.md)."""
 
-    def __init__(self, expected: dict[str, str], payload: bytes, tally: Any) -> None:
+    def __init__(self, expected: dict[str, str], payload: bytes, tally: Any,
+                 requests: Any = None) -> None:
         self.expected = expected
         self.payload = payload
         self.tally = tally
+        self.requests = requests
         self._fn: Callable[..., Any] | None = None
 
     def _function(self) -> Callable[..., Any]:
@@ -166,7 +170,23 @@ class GuardedIterator(Guarded):
     ``mapInArrow``, ``mapInPandas``): the check runs before the first item is taken."""
 
     def __call__(self, items: Iterator[Any]) -> Iterator[Any]:
-        return iter(self._function()(items))
+        fn = self._function()
+        if self.requests is None:
+            return iter(fn(items))
+        return self._counted(fn, items)
+
+    def _counted(self, fn: Callable[..., Any], items: Iterator[Any]) -> Iterator[Any]:
+        """``fn(items)``, adding the store requests this process made while it ran to
+        ``requests`` once it is done: a difference of the process's counts, so a reused
+        Python worker never reports an earlier task's requests. (slatelib is the driver's
+        here: :func:`check` passed.)"""
+        from slatelib.objstore import accounting
+
+        before = accounting.snapshot()
+        try:
+            yield from fn(items)
+        finally:
+            self.requests.add((accounting.snapshot() - before).as_flat())
 
 
 class Counts:

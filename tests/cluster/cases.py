@@ -71,6 +71,10 @@ def _compact_check(policy: str) -> Callable[[Ctx, dict[str, Any]], None]:
         if policy == "full":
             assert len(sorted_runs(ctx.db)) == 1
         assert ctx.db.read() == ctx.db.model.live()
+        # the executors' own store requests reach the report (docs/request-accounting.md)
+        requests = report["store_requests"]
+        assert requests["executors"]["total"] > 0, requests
+        assert requests["total"] == requests["driver"]["total"] + requests["executors"]["total"]
     return check
 
 

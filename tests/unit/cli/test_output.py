@@ -177,7 +177,8 @@ def test_gc_and_compact_end_with_a_headline_on_stderr(
     report = json.loads(out.splitlines()[-1])
     assert code == EXIT_OK and (report["job"], report["status"]) == ("gc", "success")
     assert re.fullmatch(r"slate gc: dry run: would delete 3 objects \(.*\): manifest 2 \(.*\), "
-                        r"wal 1 \(.*\); 2 kept; nothing deleted; [\d.]+ s\n", err), err
+                        r"wal 1 \(.*\); 2 kept; nothing deleted; \d+ store requests; [\d.]+ s\n",
+                        err), err
     assert err == f"slate gc: {report['headline']}\n"
     code, out, err = slate(capsys, "--db", f"{url}/db", "gc", "--min-age", "0s", "--force",
                            "--no-dry-run", "--format", "table")

@@ -58,6 +58,7 @@ def test_service_until_idle_over_discovered_databases(tmp_path: Path) -> None:
         "--max-concurrent", "2", "--policy", "size-tiered", "--status-file", str(status)])
     report, code = run(None, SETTINGS, args)
     assert (code, report["mode"], report["stop_reason"]) == (0, "service", "until_idle")
+    assert report["store_requests"]["requests"]["list"] >= 1  # polled and discovered
     assert [(d["db"].rsplit("/", 1)[1], d["compactions"]) for d in report["databases"]] == \
         [("a", 1), ("b", 1), ("c", 0)]
     store = open_store(f"file://{tmp_path}")

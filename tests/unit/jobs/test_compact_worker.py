@@ -89,3 +89,5 @@ def test_worker_until_idle_exits_zero_when_every_entry_was_executed(tmp_path: Pa
     report, code = job(tmp_path, "--until-idle")
     assert code == EXIT_OK and report["totals"]["compacted"] == 1
     assert report["databases"][0]["declined"] == 0
+    # the outputs it created, as requests (in this process: no Spark)
+    assert report["store_requests"]["driver"]["requests"]["conditional_put"] >= 1
