@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from slatelib.metrics.families import (
     run_families,
     standing_families,
 )
-from slatelib.objstore import ObjectStore
+from slatelib.objstore import ObjectStore, accounting
 
 __all__ = ["PushGroup", "StandingMetrics", "StatsTarget", "emit_run_metrics",
            "process_requests", "push_groups", "push_run_metrics", "registry_of",
@@ -141,15 +140,9 @@ def emit_run_metrics(report: Mapping[str, Any], *, metrics_file: str | None,
     return problems
 
 
-def process_requests() -> dict[str, int] | None:
-    """This process's store requests so far, flat (``slatelib.objstore.accounting``), or
-    None where request accounting is not built in."""
-    try:
-        accounting = importlib.import_module("slatelib.objstore.accounting")
-    except ImportError:
-        return None
-    flat: dict[str, int] = accounting.snapshot().as_flat()
-    return flat
+def process_requests() -> dict[str, int]:
+    """This process's store requests so far, flat (``slatelib.objstore.accounting``)."""
+    return accounting.snapshot().as_flat()
 
 
 class StandingMetrics:
@@ -248,9 +241,7 @@ class StandingMetrics:
             status = self._status
             fams = [] if status is None else standing_families(status, l0=self._l0)
             extra = [f for fs in self._extra.values() for f in fs]
-        counts = process_requests()
-        if counts is not None:
-            extra += process_request_families(counts)
+        extra += process_request_families(process_requests())
         return _merge([*fams, *extra])
 
     def exposition(self) -> bytes:
