@@ -131,7 +131,7 @@ def print_table(rows: list[Comparison]) -> None:
     """The side-by-side table: per comparison and contestant, requests per unit, the ratio
     to the official count, and the per-kind breakdown (also per unit)."""
     print()
-    print(f"  {'who':<26} {'requests':>12} {'ratio':>7}  by kind (requests per unit)")
+    print(f"  {'who':<26} {'per unit':>12} {'ratio':>8} {'counted':>9}  by kind (per unit)")
     for c in rows:
         entries: list[tuple[str, tuple[Count, float]]] = []
         if c.official is not None:
@@ -139,14 +139,14 @@ def print_table(rows: list[Comparison]) -> None:
         entries += list(c.ours.items())
         for i, (label, entry) in enumerate(entries):
             per = c.per_unit(entry)
-            ratio = (f"{per / c.per_unit(c.official):6.2f}x"
+            ratio = (f"{per / c.per_unit(c.official):.3g}x"
                      if c.official is not None and c.per_unit(c.official) and label != "official"
                      else "")
             kinds = ", ".join(f"{k} {v:g}" for k, v in sorted(entry[0].scaled(1 / entry[1]).items(),
                                                               key=lambda kv: KINDS.index(kv[0])))
             if i == 0:
                 print(f"{c.name}: {c.unit}")
-            print(f"  {label:<26} {per:12.1f} {ratio:>7}  {kinds}")
+            print(f"  {label:<26} {per:12.1f} {ratio:>8} {entry[0].total:>9}  {kinds}")
     print(flush=True)
 
 
