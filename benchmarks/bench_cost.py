@@ -17,8 +17,8 @@ comparisons, side by side in one run, on copies of the same databases:
   ``--garbage`` garbage objects (manifests, WAL SSTs, replaced SSTs), on three buckets:
   official ``Admin.run_gc_once``, ``jobs/gc.py`` (``run()``, same SparkSession) and
   ``slate gc`` (a subprocess), all with ``min_age`` 1 s; the deletion sets must match.
-- **idle** (requests per hour of an idle database): a small official database (2 L0 SSTs,
-  written with ``compactor_options = null``, so no foreign compactor holds it) on three
+- **idle** (requests per hour of an idle database): a small database (:func:`idle_db`:
+  official writes, one slatelib compaction, ``--idle-versions`` superseded manifests) on three
   buckets, for ``--idle-seconds`` at the same time: an official ``Db`` with its embedded
   compactor (0.17 defaults; GC off), the same ``Db`` with ``compactor_options = null``
   (subtracted: the writer's own polling) and ``jobs/compact.py --service --run-for ...``
@@ -29,7 +29,8 @@ Prints one table (ours, official, ratio ours / official, per-kind counts) and a 
 summary. Target: ours <= official in each comparison.
 
     .venv/bin/python benchmarks/bench_cost.py [--rows 500000] [--l0s 8] [--garbage 20000]
-        [--idle-seconds 150] [--only compaction,gc,idle] [--quick] [--json FILE]
+        [--idle-seconds 150] [--idle-versions 3000] [--only compaction,gc,idle] [--quick]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -422,10 +423,33 @@ class Service:
         return report
 
 
-def bench_idle(endpoint: str, seconds: float, log_dir: Path) -> Comparison:
+def idle_db(bucket: S3Bucket, versions: int) -> None:
+    """A database at rest as the service finds it: written by the official writer with
+    ``compactor_options = null`` (no foreign compactor holds it), compacted once by
+    slatelib (so it has a compactions file and a sorted run), one more L0 flushed after
+    that (below 0.17's ``min_compaction_sources``: nothing to do), and ``versions``
+    superseded manifest versions on storage below the latest (what a day of flushes leaves
+    before GC's ``min_age`` lets them go)."""
+    from slatelib.ops.compaction import run_compaction
+    from slatelib.store.manifest_store import ManifestStore
+
+    write_l0s(bucket, 2_000, 2, seed=7)
+    store = bucket.open()
+    run_compaction(DB, store, policy="l0")
+    write_l0s(bucket, 1_000, 1, seed=8)
+    if versions > 0:
+        ms = ManifestStore(store, DB)
+        latest = ms.read_latest().id
+        store.put_if_absent(ms.path(latest + versions + 1), store.get(ms.path(latest)))
+        old = [ms.path(i) for i in range(latest + 1, latest + versions + 1)]
+        for i in range(0, len(old), 20_000):
+            bucket.seed(old[i:i + 20_000], b"superseded")
+
+
+def bench_idle(endpoint: str, seconds: float, log_dir: Path, versions: int) -> Comparison:
     s = official()
     src = create_bucket(endpoint)
-    write_l0s(src, 2_000, 2, seed=7)  # below 0.17's min_compaction_sources: nothing to do
+    idle_db(src, versions)
     ours_b, bare_b = create_bucket(endpoint), create_bucket(endpoint)
     copy_bucket(src, ours_b)
     copy_bucket(src, bare_b)
@@ -456,7 +480,8 @@ def bench_idle(endpoint: str, seconds: float, log_dir: Path) -> Comparison:
         "idle", "requests per hour of an idle database",
         ours={"jobs/compact.py --service": (ours, hours)},
         official=(with_compactor.minus(bare), hours),
-        notes={"seconds": seconds, "official_db_with_compactor": with_compactor.as_json(),
+        notes={"seconds": seconds, "stored_manifest_versions": versions + 1,
+               "official_db_with_compactor": with_compactor.as_json(),
                "official_db_without_compactor": bare.as_json(),
                "per_hour_official_db_with_compactor": round(with_compactor.total / hours),
                "per_hour_official_db_without_compactor": round(bare.total / hours),
@@ -487,6 +512,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="GC: garbage objects (20000; bench_gc uses 100000)")
     p.add_argument("--idle-seconds", type=float, default=150.0,
                    help="idle: the counting window in seconds (150)")
+    p.add_argument("--idle-versions", type=int, default=3000,
+                   help="idle: superseded manifest versions stored below the latest (3000)")
     p.add_argument("--only", default="compaction,gc,idle",
                    help="comma-separated subset of compaction,gc,idle")
     p.add_argument("--quick", action="store_true",
@@ -495,10 +522,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.l0s, args.garbage, args.idle_seconds = 20_000, 2, 2_000, 20.0
+        args.idle_versions = 100
     parts = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = set(parts) - {"compaction", "gc", "idle"}
     if unknown:
         p.error(f"--only: unknown part(s) {sorted(unknown)}")
+    # this checkout's code in the subprocesses and Spark's Python workers too (an editable
+    # install elsewhere would otherwise win over it there)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
     load = [round(x, 2) for x in os.getloadavg()]
     print(f"{os.cpu_count()} cores, load average {load}", flush=True)
     server = start_moto_server()
@@ -509,7 +541,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: list[Comparison] = []
     try:
         if "idle" in parts:
-            rows.append(bench_idle(server.endpoint, args.idle_seconds, work))
+            rows.append(bench_idle(server.endpoint, args.idle_seconds, work,
+                                   args.idle_versions))
         if "compaction" in parts or "gc" in parts:
             with spark_session() as spark:
                 if "compaction" in parts:
