@@ -30,9 +30,11 @@ def read_state(manifests: ManifestStore, compactions: CompactionsStore,
         ManifestMissingError: no database at this path.
         CorruptObjectError: an undecodable latest version.
     """
-    known = None if previous is None else previous.compactions
-    state = compactions.try_read_latest(known)
-    manifest = manifests.try_read_latest(None if previous is None else previous.manifest)
+    if previous is None:
+        state = compactions.try_read_latest()
+        return DbState(manifests.read_latest(), state)
+    state = compactions.try_read_latest(previous.compactions)
+    manifest = manifests.try_read_latest(previous.manifest)
     if manifest is None:
         manifest = manifests.read_latest()  # raises the missing-database error
     return DbState(manifest, state)
