@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars chromium lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean
+        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -189,6 +189,9 @@ bench-rescale: $(STAMP) ## official 0.17 clones + compactor vs jobs/rescale.py: 
 
 bench-worker: $(STAMP) ## official 0.17 writer for 60 s: embedded compactor vs coordinator + jobs/compact.py --worker (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_worker.py
+
+bench-cost: $(STAMP) ## object-store requests, counted at the S3 server: per GB compacted, per 100k objects collected, per hour idle, vs official 0.17 (benchmarks/RESULTS.md)
+	$(BIN)/python benchmarks/bench_cost.py
 
 bench-large: $(STAMP) ## a manifest of 100k SSTs (SSTS=300000 for more): codec, planners, ls, reader, writer, checkpoint, GC dry run, clone vs official 0.17 (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_large.py --ssts $(or $(SSTS),100000)

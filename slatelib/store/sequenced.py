@@ -145,15 +145,25 @@ class SequencedStore(Generic[T]):
             )
         return got
 
-    def try_read_latest(self) -> Versioned[T] | None:
+    def try_read_latest(self, known: Versioned[T] | None = None) -> Versioned[T] | None:
         """The newest version above the GC boundary, or None when there is none at all.
 
         A version that fails to decode raises: a reader never falls back to an older one.
+
+        ``known``, a version this store returned before, makes a poll cheap: the listing
+        starts at its id (one LIST page however many older versions are stored), and while
+        it is still the newest it is returned as it is, with no GET (versions are immutable,
+        and GC never moves its boundary up to the latest version). A newer one is read as
+        usual; when ``known`` is gone and nothing is newer, everything is listed again.
 
         Raises:
             CorruptObjectError / UnsupportedFormatVersionError: the latest does not decode.
             ObjectMissingError: versions exist but all are at or below the boundary.
         """
+        if known is not None:
+            got = self._try_read_from(known)
+            if got is not None:
+                return got
         for _ in range(LIST_RETRIES):
             ids = self.list_ids()
             if not ids:
@@ -171,6 +181,23 @@ class SequencedStore(Generic[T]):
             f"no {self._kind} above the GC boundary after {LIST_RETRIES} listings",
             path=self.directory,
         )
+
+    def _try_read_from(self, known: Versioned[T]) -> Versioned[T] | None:
+        """:meth:`try_read_latest` from ``known`` on; None: list everything instead."""
+        start = self.path(known.id - 1) if known.id > 0 else None
+        ids: list[int] = []
+        with self._at_root():
+            for meta in self.store.list(self.directory, start_after=start):
+                vid = parse_versioned_name(file_name(meta.path), self.ext)
+                if vid is not None and vid >= known.id:
+                    ids.append(vid)
+        if not ids:
+            return None
+        newest = max(ids)
+        if newest == known.id:
+            return known
+        live = [i for i in sorted(ids) if i > self.read_boundary()]
+        return self.try_read(live[-1]) if live else None
 
     def read_latest(self) -> Versioned[T]:
         got = self.try_read_latest()

@@ -76,7 +76,7 @@ from slatelib.objstore import ObjectStore, resolve_store
 from slatelib.ops.compaction.guard import judge_compactor
 from slatelib.ops.compaction.report import CompactionReport
 from slatelib.ops.compaction.run import plan_options, run_compaction
-from slatelib.ops.compaction.state import read_state
+from slatelib.ops.compaction.state import DbState, read_state
 from slatelib.ops.compaction.status_history import StatusHistory
 from slatelib.ops.engine import CompactionTask, TaskOutcome, TaskRunner, ThreadTaskRunner
 from slatelib.paths import normalize_path
@@ -209,6 +209,7 @@ class _Db:
     running: _Job | None = None
     planned: list[CompactionSpec] | None = None
     verdict: ClaimVerdict | None = None
+    last_state: DbState | None = None  # the last poll's (the next one lists from its versions)
     verdict_key: tuple[int, int | None] | None = None
     l0: int | None = None
     """L0 views of the deepest tree (the top-level one, or the segment with the most)."""
@@ -530,7 +531,9 @@ class CompactionService:
         root = db.target.path
         try:
             store = self._store(db)
-            state = read_state(DbManifest(store, root), CompactionsStore(store, root))
+            state = read_state(DbManifest(store, root), CompactionsStore(store, root),
+                               db.last_state)  # unchanged versions are not read again
+            db.last_state = state
             m = state.manifest.value
             # per tree (the top-level one, or each segment): the deepest L0 is what
             # stalls a writer at l0_max_ssts

@@ -20,12 +20,21 @@ class DbState:
     compactions: Versioned[Compactions] | None
 
 
-def read_state(manifests: ManifestStore, compactions: CompactionsStore) -> DbState:
-    """The latest compactions file (if any), then the latest manifest.
+def read_state(manifests: ManifestStore, compactions: CompactionsStore,
+               previous: DbState | None = None) -> DbState:
+    """The latest compactions file (if any), then the latest manifest; with the
+    ``previous`` state of the same database, versions that did not change are not read
+    again (:meth:`~slatelib.store.sequenced.SequencedStore.try_read_latest`'s ``known``).
 
     Raises:
         ManifestMissingError: no database at this path.
         CorruptObjectError: an undecodable latest version.
     """
-    state = compactions.try_read_latest()
-    return DbState(manifests.read_latest(), state)
+    if previous is None:
+        state = compactions.try_read_latest()
+        return DbState(manifests.read_latest(), state)
+    state = compactions.try_read_latest(previous.compactions)
+    manifest = manifests.try_read_latest(previous.manifest)
+    if manifest is None:
+        manifest = manifests.read_latest()  # raises the missing-database error
+    return DbState(manifest, state)

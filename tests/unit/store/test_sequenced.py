@@ -158,3 +158,40 @@ def test_a_lost_response_on_the_last_attempt_that_did_not_land_stays_unknown(
     with pytest.raises(CommitStateUnknownError):
         update_versioned(ms, lambda cur: replace(cur.value, last_l0_seq=1), clock=FakeClock(),
                          max_attempts=2)
+
+
+def test_latest_from_a_known_version_lists_from_it_and_skips_the_get_when_unchanged(
+        store: ObjectStore) -> None:
+    ms = ManifestStore(store, "db")
+    for i in range(1, 6):
+        ms.write(i, replace(Manifest.initial(), writer_epoch=i))
+    known = ms.read_latest()
+    counted = FlakyObjectStore(store)
+    polled = ManifestStore(counted, "db")
+    assert polled.try_read_latest(known) is known
+    assert counted.calls["get"] == 0 and counted.calls["list"] == 1
+    ms.write(6, replace(Manifest.initial(), writer_epoch=6))
+    newer = polled.try_read_latest(known)
+    assert newer is not None and (newer.id, newer.value.writer_epoch) == (6, 6)
+
+
+def test_latest_from_a_known_version_respects_the_gc_boundary(store: ObjectStore) -> None:
+    ms = ManifestStore(store, "db")
+    for i in range(1, 4):
+        ms.write(i, replace(Manifest.initial(), writer_epoch=i))
+    known = ms.read(2)
+    store.put("db/gc/manifest.boundary", b"2")
+    got = ms.try_read_latest(known)
+    assert got is not None and got.id == 3
+
+
+def test_latest_from_a_vanished_known_version_lists_everything_again(store: ObjectStore) -> None:
+    ms = ManifestStore(store, "db")
+    for i in range(1, 4):
+        ms.write(i, replace(Manifest.initial(), writer_epoch=i))
+    known = ms.read_latest()
+    for i in range(1, 4):  # destroyed, then created again with lower ids
+        store.delete(ms.path(i))
+    ms.write(1, replace(Manifest.initial(), writer_epoch=42))
+    got = ms.try_read_latest(known)
+    assert got is not None and (got.id, got.value.writer_epoch) == (1, 42)

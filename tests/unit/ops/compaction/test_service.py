@@ -435,3 +435,29 @@ def test_a_segmented_database_is_compacted_per_segment(store: ObjectStore,
     assert db["max_l0"] == 5  # aaa:'s five L0s before the compaction
     final = json.loads(status.read_text())["databases"][0]
     assert (final["l0"], final["sorted_runs"], final["segments"]) == (2, 1, 3)
+
+
+def test_polls_of_an_unchanged_database_list_once_per_directory_and_read_nothing(
+        store: ObjectStore) -> None:
+    from slatelib.testing.faulty import FlakyObjectStore
+
+    make_db(store, "db", 3)  # below min_compaction_sources: nothing to do
+    run_compaction("db", store, settings=settings(), policy="l0")  # a compactions file
+    flush_l0(store, "db", [(b"k", 1_000, VALUE, b"v", None, NOW_MS)])
+    counted = FlakyObjectStore(store)
+    clock = FakeClock()
+    service = CompactionService([ServiceDb("db", "db", counted)], settings=settings(
+        poll_interval=5.0), max_concurrent=1, clock=clock)
+    assert service.step() is not None  # the first poll reads both latest versions
+    assert [p for op, p in counted.log if op == "get" and "/manifest/" in p]
+    counted.log.clear()
+    for _ in range(3):
+        clock.advance(5.0)
+        assert service.step() is not None
+    ops = [(op, p) for op, p in counted.log]
+    assert sorted(op for op, _ in ops) == ["list"] * 6, ops  # manifest/, compactions/
+    flush_l0(store, "db", [(b"k2", 1_001, VALUE, b"v", None, NOW_MS)])
+    clock.advance(5.0)
+    assert service.step() is not None
+    [db] = service.report()[0]["databases"]
+    assert db["l0"] == 2  # the new version was read
