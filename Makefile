@@ -80,7 +80,7 @@ $(DOCS_STAMP): docs/requirements.txt
 
 docs: $(STAMP) $(DOCS_STAMP) ## build the docs site into site/ (strict: a broken link or anchor fails; part of make test)
 	NO_MKDOCS_2_WARNING=1 SLATELIB_DOCS_PYTHON=$(CURDIR)/$(BIN)/python \
-	    $(DOCS_VENV)/bin/mkdocs build --strict --quiet --site-dir $(CURDIR)/site
+	    $(DOCS_VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
