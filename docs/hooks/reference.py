@@ -42,6 +42,8 @@ def job_modules() -> dict[str, ModuleType]:
         try:
             launcher = importlib.import_module(name)
         except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise  # the launcher is there but one of its imports is not
             errors.append(f"{name}: {exc}")
             continue
         table: dict[str, str] = launcher.JOBS
