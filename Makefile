@@ -83,7 +83,7 @@ docs: $(STAMP) $(DOCS_STAMP) ## build the docs site into site/ (strict: a broken
 	    $(DOCS_VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
+	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts docs/hooks
 
 typecheck: $(STAMP) ## mypy --strict on slatelib and jobs
 	$(BIN)/mypy
