@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars chromium lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean
+        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean docs
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -67,8 +67,23 @@ EXECUTOR_ENV := dist/slatelib-executor-env.tar.gz
 PACKAGE_SOURCES := pyproject.toml setup.py $(shell find slatelib jobs -name '*.py' -o -name '*.c' -o -name '*.h' 2>/dev/null)
 WHEEL_STAMP := build/.wheel-built
 
+# The docs site (MkDocs with the Material theme, pinned by docs/requirements.txt) in its own
+# venv, apart from the project's; rebuilt from scratch when the pins change. Its hook
+# (docs/hooks/mkdocs_reference.py) renders the CLI and job reference from the argument
+# parsers with the project's Python, so the build needs .venv too.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): docs/requirements.txt
+	rm -rf $(DOCS_VENV) && $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q -r docs/requirements.txt
+	@touch $(DOCS_STAMP)
+
+docs: $(STAMP) $(DOCS_STAMP) ## build the docs site into site/ (strict: a broken link or anchor fails; part of make test)
+	NO_MKDOCS_2_WARNING=1 SLATELIB_DOCS_PYTHON=$(CURDIR)/$(BIN)/python \
+	    $(DOCS_VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
+
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts
+	$(BIN)/ruff check slatelib jobs tests airflow_dags benchmarks scripts docs/hooks
 
 typecheck: $(STAMP) ## mypy --strict on slatelib and jobs
 	$(BIN)/mypy
@@ -150,7 +165,7 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) chromium test-sanitize ## every suite but the benchmarks, and the sanitizer run (the command CI runs)
+test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) chromium test-sanitize docs ## every suite but the benchmarks, the sanitizer run and the docs build (the command CI runs)
 	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
 	$(MAKE) --no-print-directory test-pure
 
@@ -235,4 +250,4 @@ flatbuffers: ## no generated code: FlatBuffers are hand-decoded (docs/rfcs/0001-
 	@echo "slatelib decodes FlatBuffers by hand; nothing to generate (see docs/rfcs/0001-flatbuffers.md)"
 
 clean: ## remove build outputs and the demo
-	rm -rf build dist var *.egg-info
+	rm -rf build dist var site *.egg-info

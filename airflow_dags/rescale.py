@@ -13,7 +13,7 @@ what the DAGs share is in ``slatelib_dag_common``. Trigger with a ``dag_run.conf
 the estimated bytes and rows per shard and the objects the job would write. Retrying a
 failed run resumes the same job (the job's record under the source); the task is not
 retried automatically, since most failures (a live writer, a target that exists) need a
-person. See README, "Rescaling", for the cut-over.
+person. See docs/guides/rescaling.md for the cut-over.
 """
 
 from __future__ import annotations

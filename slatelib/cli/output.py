@@ -1,6 +1,6 @@
 """Human output for ``slate``: output and key formats, sizes, ISO times, tables, headlines.
 
-Rules (also in the README, "CLI: ``slate``"):
+Rules (also in docs/guides/cli.md):
 
 * ``--format table|json`` (a global option): ``table`` by default when stdout is a terminal,
   ``json`` otherwise, so scripts and pipes keep getting the JSON they got before.

@@ -22,7 +22,7 @@ When a job starts its own driver JVM (``slate-spark``, ``python jobs/...``, the 
 session), :func:`slatelib.spark.session.build_spark` adds the fetched jars of the features it
 is asked for to the launch (``--jars``, merged with any the user gave). Under
 ``spark-submit`` the JVM is already running, so the jars come from its ``--jars`` or
-``--packages`` (README, "Jars"); the export falls back to delta-rs when delta-spark's classes
+``--packages`` (docs/guides/cluster.md, "Jars"); the export falls back to delta-rs when delta-spark's classes
 are not loadable.
 """
 

@@ -3,8 +3,8 @@ conf, our GC and official ``Admin.run_gc_once`` (0.17.0) delete the same objects
 (docs/rfcs/0013-gc-options.md).
 
 Each case builds the official options with non-default values per directory, writes the
-``[gc]`` conf that README.md's mapping says carries them over (:func:`carried_over`), and
-loads it with ``load_settings``: so the mapping itself is under test. One copy of an
+``[gc]`` conf that docs/guides/gc.md's mapping says carries them over
+(:func:`carried_over`), and loads it with ``load_settings``: so the mapping itself is under test. One copy of an
 official database family (tests/interop/test_gc_differential.py's :class:`Family`: clones,
 checkpoints, WAL fences) is collected by 0.17, the other by ``collect_garbage`` with those
 settings, and the two trees must be identical, file names and bytes.
@@ -56,7 +56,7 @@ def d(min_age_s: float, dry_run: bool, interval_s: float | None = None
 
 
 def carried_over(o: GarbageCollectorOptions, table: str = "gc") -> str:
-    """Our conf for official options, as README.md's mapping table says: every
+    """Our conf for official options, as docs/guides/gc.md's mapping table says: every
     ``<dir>_options`` becomes ``[gc.<dir>_options]`` (None: ``enabled = false``),
     ``disable_boundary_files`` becomes ``boundary_files_enabled`` negated, and ``[gc]
     dry_run = false`` (0.17 has no switch for the whole run). ``table`` may also be 0.17's

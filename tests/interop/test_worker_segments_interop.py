@@ -8,7 +8,8 @@ embedded compactor as a coordinator only (``compactor_options.worker = null``), 
   ``l0_max_ssts`` (8 per segment, 0.17's default; without a worker executing the
   segments' compactions, a flush blocks there for good: the issue measured L0 at 24 =
   3 x 8). At this rate the hot segment can touch 8 L0s for a moment, as with the
-  service (README, "Service mode"); the flush then waits for the next commit, and the
+  service (docs/guides/worker-and-service.md, "Service mode"); the flush then waits for the
+  next commit, and the
   longest write or flush must stay below ``STALL_BOUND_S`` (measured: under 1 s). Every
   compaction is executed by our worker and committed by the coordinator, and the official
   reader reads every acknowledged write.

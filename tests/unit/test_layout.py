@@ -22,6 +22,8 @@ CROSS_CUTTING: dict[str, str] = {
     "test_layout.py": "this check: the layout of tests/unit itself",
     "test_layers.py": "the import contract of docs/design.md, over every package",
     "test_doc_citations.py": "citations in the code and the docs, over every file",
+    "test_docs_site.py": "the docs site: its generated CLI and job reference covers every "
+                         "parser, and the README's links resolve",
     "jobs/test_db_paths.py": "jobs/gc.py and jobs/compact.py alike, on paths that are not "
                              "database roots",
 }

@@ -733,7 +733,7 @@ class CompactionService:
                 "bytes_out": sum(d.bytes_out for d in dbs)}
 
     def status(self, *, final: bool = False) -> dict[str, Any]:
-        """The status file's content (see README "Service mode")."""
+        """The status file's content (see docs/guides/worker-and-service.md, "Service mode")."""
         now = self.clock.monotonic_s()
         state = "stopped" if final else "abandoning" if self._abandon.is_set() \
             else "stopping" if self.stopping else "running"

@@ -101,7 +101,7 @@ def _totals(entries: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 def worker_report(worker_id: str, polls: int, databases: Sequence[tuple[str, DbStats]],
                   seconds: float) -> dict[str, Any]:
-    """The report of a worker run (README, "Worker mode")."""
+    """The report of a worker run (docs/guides/worker-and-service.md, "Worker mode")."""
     dbs = [db_entry(name, s) for name, s in databases]
     return {"mode": "worker", "worker_id": worker_id, "polls": polls,
             "totals": _totals(dbs), "databases": dbs, "seconds": round(seconds, 3)}
