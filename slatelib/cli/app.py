@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import importlib
 import importlib.metadata
 import json
@@ -25,9 +26,9 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
-from slatelib.cli.output import FORMATS, KEY_FORMATS, generic, resolve_format
+from slatelib.cli.output import FORMATS, KEY_FORMATS, VALUE_FORMATS, generic, resolve_format
 from slatelib.config import Settings, load_env_files, load_settings
 from slatelib.errors import (
     InvalidArgumentError,
@@ -62,24 +63,31 @@ COMMAND_MODULES = [
 ]
 
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
-    (("--db",), {"help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
-    (("--store",), {"help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
-    (("--path",), {"help": "database path inside the store (or a database URL)"}),
+    (("--db",), {"metavar": "URL", "help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
+    (("--store",), {"metavar": "URL", "help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
+    (("--path",), {"metavar": "PATH", "help": "database path inside the store (or a database URL)"}),
     (("--wal-store",), {"metavar": "URL",
                         "help": "object store that keeps the WAL SSTs (0.17's "
                                 "with_wal_object_store), e.g. s3://wal-bucket; the database "
                                 "path is the same in it; '' : none (default: [object_store] "
                                 "wal_store, SLATELIB_WAL_STORE)"}),
-    (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
+    (("--conf",), {"action": "append", "default": [], "metavar": "FILE", "help": "settings TOML (repeatable)"}),
     (("--env-file",), {"action": "append", "default": [], "metavar": "FILE",
                        "help": "load SLATELIB_*/AWS_*/GOOGLE_*/AZURE_* variables from a "
                                "dotenv-style file first (repeatable; the environment wins)"}),
-    (("--merge-operator",), {"help": "merge operator for reads (builtin: concat)"}),
+    (("--merge-operator",), {"metavar": "NAME", "help": "merge operator for reads (builtin: concat)"}),
     (("--format",), {"choices": FORMATS, "default": None,
                      "help": "output: table (default on a terminal) or json (default otherwise)"}),
     (("--key-format",), {"choices": KEY_FORMATS, "default": None,
                          "help": "how keys without a hex:/b64:/utf8: prefix are read, and how "
-                                 "tables show keys (default: as text when printable, else hex:)"}),
+                                 "keys are shown (default: read an even number of hex digits "
+                                 "as hex and anything else as text; show text when "
+                                 "printable, else hex:...)"}),
+    (("--value-format",), {"choices": VALUE_FORMATS, "default": None,
+                           "help": "how values are shown (tables; JSON adds value_utf8 or "
+                                   "value_base64 next to the hex value) and how load reads "
+                                   "values without a prefix; utf8 refuses a value that is not "
+                                   "UTF-8, naming its key"}),
     (("-v", "--verbose"), {"action": "count", "default": 0}),
 )
 """The options every command takes, before or after its name."""
@@ -149,6 +157,12 @@ class Context:
     def key_format(self) -> str | None:
         """``--key-format`` (None: the default rules of :mod:`slatelib.cli.output`)."""
         fmt: str | None = getattr(self.args, "key_format", None)
+        return fmt
+
+    @property
+    def value_format(self) -> str | None:
+        """``--value-format`` (None: hex in JSON, text-or-hex in tables)."""
+        fmt: str | None = getattr(self.args, "value_format", None)
         return fmt
 
     def emit(self, obj: Any, *, table: Callable[[], str] | None = None) -> None:
@@ -253,8 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
             if any(f in command._option_string_actions for f in flags):
                 continue  # the command's own option (config show --format toml|json)
             dest = flags[-1].lstrip("-").replace("-", "_")
-            group.add_argument(*flags, **{**kwargs, "dest": _SUB_PREFIX + dest,
-                                          "default": argparse.SUPPRESS})
+            extra: dict[str, Any] = {"dest": _SUB_PREFIX + dest, "default": argparse.SUPPRESS}
+            if not {"metavar", "choices"} & kwargs.keys() and kwargs.get("action") != "count":
+                extra["metavar"] = dest.upper()  # not argparse's _SUB_...
+            group.add_argument(*flags, **{**kwargs, **extra})
     return p
 
 
@@ -270,6 +286,31 @@ def _leaf_parsers(
         else:
             out.append(command)
     return out
+
+
+def unknown_option_error(parser: argparse.ArgumentParser, argv: Sequence[str],
+                         extras: Sequence[str]) -> NoReturn:
+    """Exit 2 with the usage of the command ``argv`` names (not the top-level one) and, for
+    each misspelled option, the closest options that command takes."""
+    command = parser
+    for token in argv:
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested:
+            break
+        if token in nested[0].choices:
+            command = nested[0].choices[token]
+    options = sorted(command._option_string_actions)
+    hints = []
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name.startswith("-"):
+            close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"{name}: did you mean {' or '.join(close)}?")
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if hints:
+        message += " (" + "; ".join(hints) + ")"
+    command.error(message)
 
 
 def _merge_global_options(args: argparse.Namespace) -> None:
@@ -317,7 +358,10 @@ def _context(args: argparse.Namespace) -> Context:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    args, extras = parser.parse_known_args(tokens)
+    if extras:
+        unknown_option_error(parser, tokens, extras)
     try:
         _merge_global_options(args)
     except InvalidArgumentError as exc:
