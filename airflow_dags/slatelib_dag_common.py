@@ -448,6 +448,8 @@ if SparkSubmitOperator is not None:
             params = context["params"]
             path, keep = _report_path(context, self._name(context))
             self.application = plan["application"]
+            if getattr(self, "name", None) in (None, "", "arrow-spark"):  # the provider's default
+                self.name = "slatelib-" + Path(plan["application"]).stem  # named for its job
             self.application_args = [*plan["argv"], "--report", path]
             self.conf = {**(self.conf or {}), **_spark_conf(plan, params)}
             if plan["executor_env"]:
