@@ -85,3 +85,36 @@ def test_argument_errors_come_before_spark_starts(
     monkeypatch.setattr("slatelib.spark.session.build_spark", no_spark)
     code = compact.main(argv)
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_under_spark_submit_the_jvms_terminal_counts(tmp_path: Path) -> None:
+    """spark-submit's JVM pipes the driver's stdout to its own: the driver looks at its
+    parent's stdout (here a shell whose stdout is a terminal, the driver's a pipe)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from slatelib.ops.job_summary import report_goes_to_terminal as t; "
+            "print('tty' if t() else 'pipe', sys.stdout.isatty())")
+    primary, secondary = os.openpty()
+    try:
+        for env, want in (({"PYSPARK_GATEWAY_PORT": "1"}, "tty False"), ({}, "pipe False")):
+            clean = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+            subprocess.run(["sh", "-c", f'"{sys.executable}" -c "{code}" | cat'],
+                           stdout=secondary, env={**clean, **env}, timeout=60, check=True)
+            got = os.read(primary, 1000).decode().strip()
+            assert got == want
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+
+def test_make_help_lists_the_airflow_venv() -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run(["make", "-s", "-C", str(root), "help"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert any(line.split()[:1] == [".venv-airflow"] for line in out.splitlines())
