@@ -161,7 +161,21 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run,
-                    headline=headline)
+                    headline=headline, precheck=lambda settings: check_args(args))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The one-shot options :func:`run` reads, checked before Spark starts (the standing
+    modes check their own).
+
+    Raises:
+        InvalidArgumentError: naming the option.
+    """
+    if not (args.worker or args.service):
+        check_one_shot_args(args)
+        parse_sources(args.sources)
+        parse_positive(args.max_sst_size, "--max-sst-size", size=True)
+        parse_positive(args.parallelism, "--parallelism")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,8 @@ def test_table_output_of_a_job_and_json_to_a_pipe(
     ([], "no database given"),
     (["--db", "nota-url"], "nota-url"),
     (["--db", "file:///x", "--dbs-file", "/nonexistent/dbs.txt"], "--dbs-file"),
+    (["--db", "file:///x", "--max-sst-size", "-5"], "--max-sst-size"),
+    (["--db", "file:///x", "--run-for", "1m"], "only apply with --worker or --service"),
 ])
 def test_argument_errors_come_before_spark_starts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
