@@ -102,3 +102,60 @@ def test_permanent_job_failures_are_not_retried(
     with pytest.raises(FailRun, match="spark-submit cannot start"):
         common.fail_if_permanent(FileNotFoundError(2, "No such file", "spark-submit"),
                                  os.devnull)
+
+
+def test_the_spark_operator_names_the_app_for_its_job_and_fails_permanent_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """With a stand-in SparkSubmitOperator (whose default app name is the provider's
+    ``arrow-spark``): the run is named ``slatelib-<job>``, and a job that exits 2 fails
+    without retry."""
+    import importlib.util
+    import sys
+    import types
+
+    from tests.dags.fake_airflow import FakeOperator
+
+    load_dag(monkeypatch, DAG_FILE)
+    calls: list[str] = []
+
+    class FakeSparkSubmit(FakeOperator):
+        def __init__(self, *, application: str = "", name: str = "arrow-spark",
+                     **kwargs: Any) -> None:
+            self.name = name
+            self.conf: dict[str, str] = {}
+            self.env_vars: dict[str, str] = {}
+            self.log = types.SimpleNamespace(warning=lambda *a: None, info=lambda *a: None)
+            super().__init__(**kwargs)
+
+        def execute(self, context: Any) -> None:
+            calls.append(self.name)
+            raise RuntimeError("Cannot execute: spark-submit ... Error code is: 2.")
+
+    provider = types.ModuleType("airflow.providers.apache.spark.operators.spark_submit")
+    provider.SparkSubmitOperator = FakeSparkSubmit  # type: ignore[attr-defined]
+    for name in ("airflow.providers.apache", "airflow.providers.apache.spark",
+                 "airflow.providers.apache.spark.operators"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, provider.__name__, provider)
+    path = ROOT / "airflow_dags" / "slatelib_dag_common.py"
+    spec = importlib.util.spec_from_file_location("slatelib_dag_common_with_spark", path)
+    assert spec is not None and spec.loader is not None
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    with common.DAG("d"):
+        task = common.SlatelibSparkSubmitOperator(task_id="compact_spark", report_name="r")
+    plan = {"application": "/x/jobs/compact.py", "argv": [], "python": "",
+            "executor_env": "", "jars": []}
+
+    class TI:
+        def xcom_pull(self, **kwargs: Any) -> Any:
+            return plan
+
+        def xcom_push(self, **kwargs: Any) -> None:
+            pass
+
+    context = {"ti": TI(), "params": {"report_dir": str(tmp_path)}, "ts_nodash": "t"}
+    with pytest.raises(FailRun, match="exit code 2 \\(invalid_input\\)"):
+        task.execute(context)
+    assert calls == ["slatelib-compact"]
