@@ -235,6 +235,18 @@ class Context:
             f"{what} {text!r} matches no checkpoint of {path!r} (checkpoints: {listing})")
 
 
+def as_typed(message: str, ctx: Context | None) -> str:
+    """``message`` with the database's path in its store (``'data/db'``) written as the URL
+    the user typed (``--db``, else ``--store`` and ``--path`` joined)."""
+    if ctx is None or not ctx.path or not ctx.store_url:
+        return message
+    try:
+        url = ctx.db_name
+    except SlateError:
+        return message
+    return message.replace(repr(ctx.path), url)
+
+
 def join_url(root: str, path: str) -> str:
     """``root`` (a store root URL) joined with ``path``."""
     if not path:
@@ -370,13 +382,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
     )
+    ctx: Context | None = None
     try:
         ctx = _context(args)
         code: int | None = args.func(ctx)
         sys.stdout.flush()
         return EXIT_OK if code is None else code
     except SlateError as exc:
-        sys.stderr.write(f"slate {args.command}: error: {exc}\n")
+        sys.stderr.write(f"slate {args.command}: error: {as_typed(str(exc), ctx)}\n")
         return exit_code_for(exc)
     except BrokenPipeError:
         return EXIT_OK
