@@ -41,7 +41,7 @@ from jobs._common import (
 )
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
-from slatelib.flags import add_compaction_args, parse_positive, parse_sources
+from slatelib.flags import add_compaction_args, parse_args_suggesting, parse_positive, parse_sources
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 from slatelib.spark.isolation import run_isolated
@@ -159,7 +159,7 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args_suggesting(build_parser(), argv)
     return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run,
                     headline=headline, precheck=lambda settings: check_args(args))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import importlib
 import importlib.metadata
 import json
@@ -26,7 +25,7 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from slatelib.cli.output import FORMATS, KEY_FORMATS, VALUE_FORMATS, generic, resolve_format
 from slatelib.config import Settings, load_env_files, load_settings
@@ -47,6 +46,7 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     EXIT_USAGE,
     exit_code_for,
 )
+from slatelib.flags import parse_args_suggesting
 from slatelib.objstore import ObjectStore, open_store, split_db_url, with_wal_store
 from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.url import split_store_url
@@ -300,31 +300,6 @@ def _leaf_parsers(
     return out
 
 
-def unknown_option_error(parser: argparse.ArgumentParser, argv: Sequence[str],
-                         extras: Sequence[str]) -> NoReturn:
-    """Exit 2 with the usage of the command ``argv`` names (not the top-level one) and, for
-    each misspelled option, the closest options that command takes."""
-    command = parser
-    for token in argv:
-        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
-        if not nested:
-            break
-        if token in nested[0].choices:
-            command = nested[0].choices[token]
-    options = sorted(command._option_string_actions)
-    hints = []
-    for extra in extras:
-        name = extra.split("=", 1)[0]
-        if name.startswith("-"):
-            close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
-            if close:
-                hints.append(f"{name}: did you mean {' or '.join(close)}?")
-    message = f"unrecognized arguments: {' '.join(extras)}"
-    if hints:
-        message += " (" + "; ".join(hints) + ")"
-    command.error(message)
-
-
 def _merge_global_options(args: argparse.Namespace) -> None:
     """Fold the global options given after the subcommand into ``args``.
 
@@ -370,10 +345,7 @@ def _context(args: argparse.Namespace) -> Context:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    tokens = list(sys.argv[1:] if argv is None else argv)
-    args, extras = parser.parse_known_args(tokens)
-    if extras:
-        unknown_option_error(parser, tokens, extras)
+    args = parse_args_suggesting(parser, argv)
     try:
         _merge_global_options(args)
     except InvalidArgumentError as exc:

@@ -120,3 +120,18 @@ def test_make_help_lists_the_airflow_venv() -> None:
     out = subprocess.run(["make", "-s", "-C", str(root), "help"], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert any(line.split()[:1] == [".venv-airflow"] for line in out.splitlines())
+
+
+def test_a_misspelled_job_option_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    from jobs import rescale
+
+    with pytest.raises(SystemExit) as exit_:
+        compact.main(["--db", "file:///x", "--polcy", "l0"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jobs/compact.py") and "did you mean --policy?" in err
+    with pytest.raises(SystemExit):
+        rescale.main(["split", "--db", "file:///x", "--to", "file:///y{i}", "--into", "2",
+                      "--parallelizm", "2"])
+    err = capsys.readouterr().err
+    assert "usage: jobs/rescale.py split" in err and "unrecognized arguments" in err
