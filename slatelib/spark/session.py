@@ -319,7 +319,8 @@ def spark_facts(spark: SparkSession) -> dict[str, Any]:
 
     sc = spark.sparkContext
     conf = sc.getConf()
-    return {"master": sc.master, "app_id": sc.applicationId, "app_name": sc.appName,
+    return {"master": sc.master, "app_id": sc.applicationId,
+            "app_name": getattr(sc, "appName", None),
             "deploy_mode": conf.get("spark.submit.deployMode", "client"),
             "default_parallelism": int(sc.defaultParallelism),
             "tasks_by_executor": tasks_by_executor(sc)}
