@@ -17,7 +17,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
         test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean docs
 
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[.a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml setup.py $(wildcard slatelib/_*.c) $(wildcard slatelib/csrc/*.[ch])
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,9 @@ chromium: ## install Debian's chromium (for the health page tests) with apt-get 
 # dependencies are not ours), pinned by tests/dags/airflow-requirements.txt: the DAG tests
 # load airflow_dags/ into it and run each DAG with dag.test(). Rebuilt from scratch when the
 # pins change (an upgrade in place would keep the old Airflow's leftovers).
+.PHONY: .venv-airflow
+.venv-airflow: $(AIRFLOW_STAMP) ## Airflow 3 in its own venv (tests/dags/airflow-requirements.txt), for make test-dags and trying the DAGs
+
 $(AIRFLOW_STAMP): tests/dags/airflow-requirements.txt
 	rm -rf $(AIRFLOW_VENV) && $(PYTHON) -m venv $(AIRFLOW_VENV)
 	$(AIRFLOW_VENV)/bin/python -m pip install -q -r tests/dags/airflow-requirements.txt
@@ -179,7 +182,8 @@ run: $(STAMP) $(JARS_STAMP) ## the main job: write a demo database with the slat
 	    $(BIN)/spark-submit --master 'local[2]' --conf spark.ui.enabled=false --conf spark.log.level=WARN \
 	    jobs/compact.py --db $(DEMO_DB) --policy l0 --report $(DEMO_DIR)/report.json
 	$(BIN)/slate --db $(DEMO_DB) summary
-	$(BIN)/slate --db $(DEMO_DB) get 757365723a3030303030303432   # user:00000042
+	$(BIN)/slate --db $(DEMO_DB) scan --start user:00000040 --end user:00000043
+	$(BIN)/slate --db $(DEMO_DB) get user:00000042
 	$(BIN)/python scripts/compaction_demo.py verify --db $(DEMO_DB) --model $(DEMO_DIR)/model.jsonl \
 	    --report $(DEMO_DIR)/report.json
 

@@ -6,14 +6,17 @@ Every DAG is ``plan >> [<job>, <job>_spark]``:
 - ``plan`` (a branch) reads the params and the Airflow Variables, and either skips the run
   (no database configured: a clean skip, not a failure and a retry), fails it without retry
   with a message that says what to set (no project directory, no ``jobs/`` in it, a missing
-  executor environment), or pushes the job's arguments (XCom ``plan``) and picks the runner;
+  executor environment, a runner whose spark-submit cannot start: :func:`check_runner`),
+  or pushes the job's arguments (XCom ``plan``) and picks the runner;
 - ``<job>`` runs ``spark-submit`` in a shell (``BashOperator``; no provider needed);
 - ``<job>_spark`` runs it through ``SparkSubmitOperator`` with a Spark connection
   (``spark_conn_id``, default ``spark_default``); present only when
   ``apache-airflow-providers-apache-spark`` is installed.
 
 The job's JSON report (``--report``) is read back by the task that ran it and pushed to
-XCom: ``return_value`` is the report, ``headline`` its one-line summary.
+XCom: ``return_value`` is the report, ``headline`` its one-line summary. A job that fails
+with a permanent exit code (invalid_input, fenced, data_error) or a spark-submit that
+cannot start fails its task without retry (:func:`fail_if_permanent`).
 
 Variables (all optional, a param set for the run wins):
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -319,12 +323,13 @@ def _plan_callable(job: str, own_args: ArgsFn, selection: bool, task_id: str,
                    ) -> Callable[..., str]:
     def plan(**context: Any) -> str:
         params = dict(context["params"])
-        context["ti"].xcom_push(key="plan", value=job_plan(job, params, own_args,
-                                                           selection=selection))
+        planned = job_plan(job, params, own_args, selection=selection)
+        context["ti"].xcom_push(key="plan", value=planned)
         runner = params.get("runner") or RUNNERS[0]
         if runner == SPARK_OPERATOR and SparkSubmitOperator is None:
             raise AirflowFailException("runner spark_submit_operator needs "
                                        "apache-airflow-providers-apache-spark")
+        check_runner(runner, params, planned)
         return f"{task_id}_spark" if runner == SPARK_OPERATOR else task_id
     return plan
 
@@ -401,6 +406,9 @@ class SlatelibBashOperator(_JobTask, BashOperator):
         self.append_env = True
         try:
             super().execute(context)
+        except Exception as exc:
+            fail_if_permanent(exc, path)
+            raise
         finally:
             report = _publish(self, context, path, keep)
         return report
@@ -440,6 +448,8 @@ if SparkSubmitOperator is not None:
             params = context["params"]
             path, keep = _report_path(context, self._name(context))
             self.application = plan["application"]
+            if getattr(self, "name", None) in (None, "", "arrow-spark"):  # the provider's default
+                self.name = "slatelib-" + Path(plan["application"]).stem  # named for its job
             self.application_args = [*plan["argv"], "--report", path]
             self.conf = {**(self.conf or {}), **_spark_conf(plan, params)}
             if plan["executor_env"]:
@@ -451,6 +461,9 @@ if SparkSubmitOperator is not None:
             self._hook = None
             try:
                 super().execute(context)
+            except Exception as exc:
+                fail_if_permanent(exc, path)
+                raise
             finally:
                 report = _publish(self, context, path, keep)
             return report
@@ -476,3 +489,120 @@ def job_dag(dag_id: str, *, job: str, task_id: str, own_args: ArgsFn, params: di
                                                 execution_timeout=timeout)
             plan >> spark
     return dag
+
+
+# --- the runner can start; permanent failures are not retried --------------------------
+
+PERMANENT_STATUSES = {"invalid_input": 2, "fenced": 3, "data_error": 5}
+"""The job exit codes (slatelib.exit_codes) that a retry cannot fix: a wrong command line,
+path or configuration, a newer writer or compactor, damaged data or not a database."""
+
+_EXIT_CODE = re.compile(r"(?:exit code|error code is:?|returncode)\s*(-?\d+)", re.IGNORECASE)
+
+
+def bash_spark_submit(plan: dict[str, Any], params: dict[str, Any]) -> str:
+    """The spark-submit the bash runner runs: the ``spark_submit`` param, else the one in
+    the project's ``.venv`` (without a project: next to the driver's Python), else
+    ``spark-submit`` on ``PATH``."""
+    given = str(params.get("spark_submit") or "")
+    if given:
+        return given
+    project = plan.get("project_dir") or ""
+    if project:
+        local = Path(project) / ".venv/bin/spark-submit"
+    elif plan.get("python"):
+        local = Path(plan["python"]).parent / "spark-submit"
+    else:
+        return "spark-submit"
+    return str(local) if local.is_file() else "spark-submit"
+
+
+def operator_spark_binary(conn_id: str) -> str:
+    """The spark-submit ``SparkSubmitOperator`` runs for the Spark connection ``conn_id``:
+    its ``spark-binary`` extra, else ``spark-submit`` (looked up on ``PATH``)."""
+    try:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        binary = SparkSubmitHook(conn_id=conn_id)._resolve_connection().get("spark_binary")
+    except Exception:  # no such connection, or a provider that resolves it otherwise
+        binary = None
+    return str(binary or "spark-submit")
+
+
+def _can_start(command: str) -> bool:
+    if os.sep in command:
+        return os.path.isfile(command) and os.access(command, os.X_OK)
+    return shutil.which(command) is not None
+
+
+def check_runner(runner: str, params: dict[str, Any], plan: dict[str, Any] | None) -> None:
+    """Fail the run now (no retry) when the runner's spark-submit cannot start on this
+    worker, saying what to set.
+
+    Raises:
+        AirflowFailException: naming the command, the ``PATH`` searched and the fixes.
+    """
+    plan = plan or {}
+    path = os.environ.get("PATH", "")
+    if runner == SPARK_OPERATOR:
+        conn_id = str(params.get("spark_conn_id") or "spark_default")
+        binary = operator_spark_binary(conn_id)
+        if _can_start(binary):
+            return
+        bash = bash_spark_submit(plan, {})
+        hint = (f'; or trigger with "runner": "bash", which would run {bash}'
+                if _can_start(bash) and os.sep in bash else
+                '; or trigger with "runner": "bash" and "spark_submit": "/path/to/spark-submit"')
+        raise AirflowFailException(
+            f"runner spark_submit_operator cannot start: {binary!r} (the Spark connection "
+            f"{conn_id!r}'s spark-binary, default spark-submit) is not on this worker's PATH "
+            f"({path}). Put Spark's bin directory (or a venv with pyspark) on the PATH of "
+            f"Airflow's workers{hint}")
+    if runner == BASH:
+        submit = bash_spark_submit(plan, params)
+        if _can_start(submit):
+            return
+        where = "is not an executable file" if os.sep in submit else \
+            f"is not on this worker's PATH ({path})"
+        raise AirflowFailException(
+            f"runner bash cannot start: {submit!r} {where}. Trigger with \"spark_submit\": "
+            "\"/path/to/spark-submit\", or install pyspark in the project's .venv (or next "
+            "to the python param's interpreter), or put Spark's bin directory on the PATH")
+
+
+def job_exit_code(exc: BaseException, report_path: str) -> int | None:
+    """The job's exit code after its task failed with ``exc``: from its report's
+    ``status`` when it wrote one, else from the exception's message (``exit code 2``,
+    ``Error code is: 2``); None when neither says."""
+    try:
+        with open(report_path, encoding="utf-8") as f:
+            status = json.load(f).get("status")
+        if status in PERMANENT_STATUSES:
+            return PERMANENT_STATUSES[status]
+    except (OSError, ValueError, AttributeError):
+        pass
+    match = _EXIT_CODE.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def fail_if_permanent(exc: BaseException, report_path: str) -> None:
+    """Turn a task failure that no retry can fix into ``AirflowFailException`` (Airflow
+    skips the retries): a spark-submit that cannot start, or a job that exited with a
+    permanent code (:data:`PERMANENT_STATUSES`). Returns for anything else.
+
+    Raises:
+        AirflowFailException: the failure is permanent.
+    """
+    if isinstance(exc, AirflowFailException):
+        return
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        raise AirflowFailException(
+            f"spark-submit cannot start: {exc}. Set the spark_submit param (bash runner) or "
+            "put Spark's bin directory on the workers' PATH") from exc
+    code = job_exit_code(exc, report_path)
+    names = {v: k for k, v in PERMANENT_STATUSES.items()}
+    if code in names:
+        raise AirflowFailException(
+            f"the job failed with exit code {code} ({names[code]}): a retry cannot fix it; "
+            "see the job's log and report above, fix the parameters, configuration or data, "
+            "then trigger again") from exc

@@ -6,7 +6,8 @@ Several databases run in one Spark application, each isolated
 others. The process exit code is 0 when every database succeeded, else the code of the
 first failed database in argument order.
 
-Every job prints one JSON report on stdout, and nothing else there; logging, progress
+Every job prints one JSON report on stdout (on a terminal, a short summary instead, the
+report going to ``--report FILE``: ``--output-format``), and nothing else there; logging, progress
 (``--progress/--no-progress``, ``--progress-interval``; on by default: docs/progress.md) and
 a one-line human summary (the report's ``headline``) go to stderr. Every report has the
 same top level: ``job``, ``status`` (the exit name), ``headline``, ``seconds`` (the wall
@@ -24,6 +25,7 @@ import argparse
 import functools
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,11 +44,13 @@ from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.url import join_store_url, split_store_url
 from slatelib.ops.discover import discover_databases
 from slatelib.ops.job_report import Headline
+from slatelib.ops.job_summary import REPORT_FORMATS, report_goes_to_terminal, summary_text
 from slatelib.ops.progress import add_progress_args, progress_output_from_args
 
 log = logging.getLogger("slatelib.jobs")
 
-__all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "configure_logging",
+__all__ = ["EXIT_NAMES", "DbTarget", "Headline", "add_common_args", "check_selection",
+           "configure_logging",
            "emit_metrics", "emit_report", "exit_code_for", "parse_db_entry", "resolve_targets", "run_main",
            "settings_from", "split_under_root", "usage_error", "wal_store_arg"]
 
@@ -131,6 +135,10 @@ def add_common_args(p: argparse.ArgumentParser, *, selection: bool = True) -> No
                         "file before anything else (repeatable; the environment wins); they "
                         "are passed on to the executors as spark.executorEnv.*")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--output-format", choices=REPORT_FORMATS, default=None,
+                   help="stdout: json (the report) or table (a short summary; the report "
+                        "then goes only to --report FILE); default: table on a terminal, "
+                        "json otherwise (pipes, files, Airflow)")
     add_progress_args(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
     p.add_argument("--metrics-file", metavar="PATH",
@@ -211,6 +219,27 @@ def resolve_targets(args: argparse.Namespace, *, wal_store: str = "") -> list[Db
     return out
 
 
+def check_selection(args: argparse.Namespace) -> None:
+    """What :func:`resolve_targets` refuses without touching a store (no database given, a
+    malformed URL or entry, an unreadable ``--dbs-file``), checked before Spark starts; a
+    job without ``--db`` options passes.
+
+    Raises:
+        InvalidArgumentError: naming the option.
+    """
+    if not (hasattr(args, "dbs_file") and isinstance(getattr(args, "db", None), list)):
+        return  # the job names its databases itself (export, rescale)
+    if not (args.db or args.dbs_file or args.discover):
+        raise InvalidArgumentError("no database given: use --db, --dbs-file or --discover")
+    root = getattr(args, "store_root", None)
+    for entry in args.db:
+        split_under_root(parse_db_entry(entry, where="--db")[0], root)
+    if args.dbs_file and not os.access(args.dbs_file, os.R_OK):
+        raise InvalidArgumentError(f"--dbs-file {args.dbs_file}: not a readable file")
+    if args.discover:
+        split_under_root(args.discover, root, allow_root=True)
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     """``--env-file`` files into the environment, then the settings (``--conf`` files and
     ``SLATELIB_*`` variables); registers ``[object_store]`` as the store defaults.
@@ -224,13 +253,18 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def emit_report(report: dict[str, Any], path: str | None) -> None:
+def emit_report(report: dict[str, Any], path: str | None, output_format: str | None = None,
+                ) -> None:
+    """The JSON report on stdout (and to ``path``); with ``output_format`` ``table`` (the
+    default on a terminal: :func:`~slatelib.ops.job_summary.report_goes_to_terminal`), a
+    short summary on stdout instead (:func:`~slatelib.ops.job_summary.summary_text`)."""
     text = json.dumps(report, indent=2, sort_keys=False)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
     if path:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
+    table = (output_format or ("table" if report_goes_to_terminal() else "json")) == "table"
+    sys.stdout.write(summary_text(report, report_path=path) if table else text + "\n")
+    sys.stdout.flush()
 
 
 def emit_metrics(report: dict[str, Any], args: argparse.Namespace) -> None:
@@ -300,6 +334,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     configure_logging(args.verbose)
     try:
         settings = settings_from(args)
+        check_selection(args)  # argument errors before Spark starts
         if precheck is not None:
             precheck(settings)
     except InvalidArgumentError as exc:
@@ -324,7 +359,7 @@ def run_main(args: argparse.Namespace, app_name: str, run: JobRun, *, needs_spar
     report["seconds"] = round(time.monotonic() - started, 3)
     if headline is not None and (line := headline(report)):
         report["headline"] = line
-    emit_report(report, args.report)
+    emit_report(report, args.report, getattr(args, "output_format", None))
     emit_metrics(report, args)
     if report.get("headline"):
         sys.stderr.write(report["headline"] + "\n")

@@ -41,7 +41,7 @@ from jobs._common import (
 )
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
-from slatelib.flags import add_compaction_args, parse_positive, parse_sources
+from slatelib.flags import add_compaction_args, parse_args_suggesting, parse_positive, parse_sources
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 from slatelib.spark.isolation import run_isolated
@@ -159,9 +159,23 @@ def check_one_shot_args(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args_suggesting(build_parser(), argv)
     return run_main(args, "slatelib-compact", run, needs_spark=not args.dry_run,
-                    headline=headline)
+                    headline=headline, precheck=lambda settings: check_args(args))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """The one-shot options :func:`run` reads, checked before Spark starts (the standing
+    modes check their own).
+
+    Raises:
+        InvalidArgumentError: naming the option.
+    """
+    if not (args.worker or args.service):
+        check_one_shot_args(args)
+        parse_sources(args.sources)
+        parse_positive(args.max_sst_size, "--max-sst-size", size=True)
+        parse_positive(args.parallelism, "--parallelism")
 
 
 if __name__ == "__main__":

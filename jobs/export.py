@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
+from slatelib.flags import parse_args_suggesting
 from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report
@@ -127,7 +128,7 @@ headline = export_headline  # the report's headline (slatelib/ops/export/report.
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, export, print the report; returns the exit code (2 for bad arguments, before
     Spark starts)."""
-    args = build_parser().parse_args(argv)
+    args = parse_args_suggesting(build_parser(), argv)
     def precheck(settings: Settings) -> None:
         export_args(args, settings.object_store.wal_store)
         if is_s3_target(args.to):  # malformed S3 settings: refused before Spark starts

@@ -38,6 +38,7 @@ from jobs._common import DbTarget, add_common_args, counts_store_requests, resol
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
+from slatelib.flags import parse_args_suggesting
 from slatelib.ops.gc import check_db_spelling, run_gc
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
@@ -124,7 +125,7 @@ headline = gc_headline  # the report's headline (slatelib/ops/job_report.py)
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run every database, print the report; returns the exit code (2 for bad
     arguments, before Spark starts)."""
-    args = build_parser().parse_args(argv)
+    args = parse_args_suggesting(build_parser(), argv)
     return run_main(args, "slatelib-gc", run, needs_spark=True, headline=headline,
                     precheck=lambda settings: gc_options_from_args(settings, args)[0].check())
 

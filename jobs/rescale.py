@@ -49,7 +49,7 @@ from slatelib.config import Settings, parse_duration
 from slatelib.core.rescale_plan import expand_template, parse_split_keys
 from slatelib.errors import InvalidArgumentError, SlateError
 from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
-from slatelib.flags import whole_number
+from slatelib.flags import parse_args_suggesting, whole_number
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.rescale import (
@@ -192,7 +192,7 @@ headline = rescale_headline  # the report's headline (slatelib/ops/rescale/repor
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args_suggesting(build_parser(), argv)
     return run_main(args, "slatelib-rescale", run, needs_spark=not args.dry_run,
                     headline=headline)
 

@@ -47,6 +47,11 @@ class ExecutorEnvironmentError(InvalidArgumentError):
     the deployment, not of the data: nothing was written by the tasks that failed."""
 
 
+class CredentialsMissingError(InvalidArgumentError):
+    """An object store needed credentials and none were configured (the cloud's credential
+    chain found nothing): a configuration error (exit 2), never retried."""
+
+
 class DataError(SlateError):
     """Persisted state is unreadable or incompatible with this implementation."""
 

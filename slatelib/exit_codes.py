@@ -4,7 +4,8 @@ Each code names what an operator or a retry policy should do next::
 
     0  success            done
     1  error              anything else (a bug, an unexpected library error)
-    2  invalid_input      fix the command line, the path or the configuration
+    2  invalid_input      fix the command line, the path or the configuration (also: an
+                          object store that needs credentials and was given none)
     3  fenced             a newer writer or compactor took over: stop, never retry
     4  conflict           lost a race (a source disappeared, the commit kept conflicting)
     5  data_error         damaged, missing or unsupported data, or not a database root

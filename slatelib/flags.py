@@ -17,10 +17,12 @@ Two different flags that contradict each other go in an argparse mutually exclus
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
+import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from slatelib.config import parse_size
 from slatelib.errors import InvalidArgumentError
@@ -150,3 +152,40 @@ def add_compaction_args(p: argparse.ArgumentParser) -> None:
                         "slatelib's (an official 0.17 compactor, a coordinator). Only after "
                         "turning it off: a live official writer with its embedded compactor "
                         "on closes with Closed(FENCED)")
+
+
+def parse_args_suggesting(parser: argparse.ArgumentParser,
+                          argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that an unknown option is reported with the usage
+    of the subcommand it was given to (not the top-level one) and the closest options that
+    subcommand takes (``--strat: did you mean --start?``); exits 2 as argparse does."""
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    args, extras = parser.parse_known_args(tokens)
+    if extras:
+        unknown_option_error(parser, tokens, extras)
+    return args
+
+
+def unknown_option_error(parser: argparse.ArgumentParser, argv: Sequence[str],
+                         extras: Sequence[str]) -> NoReturn:
+    """Exit 2 with the usage of the command ``argv`` names (not the top-level one) and, for
+    each misspelled option, the closest options that command takes."""
+    command = parser
+    for token in argv:
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested:
+            break
+        if token in nested[0].choices:
+            command = nested[0].choices[token]
+    options = sorted(command._option_string_actions)
+    hints = []
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name.startswith("-"):
+            close = difflib.get_close_matches(name, options, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"{name}: did you mean {' or '.join(close)}?")
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if hints:
+        message += " (" + "; ".join(hints) + ")"
+    command.error(message)

@@ -204,12 +204,12 @@ def cmd_clone(ctx: Context) -> None:
     r = create_clone_from_sources(ctx.db_path, sources, ctx.store, dry_run=a.dry_run)
     if r.planned_manifest is not None:
         ctx.emit(render_manifest(r.planned_manifest, r.manifest_id or 1))
-        ctx.headline(f"dry run: would clone {len(sources)} source(s) into {ctx.db_path!r}; "
+        ctx.headline(f"dry run: would clone {len(sources)} source(s) into {ctx.db_name}; "
                      "nothing written")
     else:
         ctx.emit(render_clone_report(r))
         ctx.headline(
-            f"{'created' if r.created else 'found existing'} clone {r.clone_path!r} of "
+            f"{'created' if r.created else 'found existing'} clone {ctx.db_name} of "
             f"{len(r.sources)} source(s) at manifest {r.manifest_id}; "
             f"{r.wal_ssts_copied} WAL SST(s) copied")
 
@@ -225,9 +225,9 @@ def cmd_destroy(ctx: Context) -> None:
                    missing_parents=list(r.missing_parents), kept_objects=list(r.kept_objects))
     ctx.emit(out)
     if r.soft:
-        ctx.headline(f"soft-destroyed {r.path!r} at {out['destroyed_at']}")
+        ctx.headline(f"soft-destroyed {ctx.db_name} at {out['destroyed_at']}")
     else:
-        ctx.headline(f"destroyed {r.path!r}: {r.deleted_objects} object(s) deleted, "
+        ctx.headline(f"destroyed {ctx.db_name}: {r.deleted_objects} object(s) deleted, "
                      f"{len(r.kept_objects)} kept")
 
 

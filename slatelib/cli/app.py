@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slatelib.cli.output import FORMATS, KEY_FORMATS, generic, resolve_format
+from slatelib.cli.output import FORMATS, KEY_FORMATS, VALUE_FORMATS, generic, resolve_format
 from slatelib.config import Settings, load_env_files, load_settings
 from slatelib.errors import (
     InvalidArgumentError,
@@ -46,6 +46,7 @@ from slatelib.exit_codes import (  # re-exported: commands and tests import them
     EXIT_USAGE,
     exit_code_for,
 )
+from slatelib.flags import parse_args_suggesting
 from slatelib.objstore import ObjectStore, open_store, split_db_url, with_wal_store
 from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.url import split_store_url
@@ -62,24 +63,31 @@ COMMAND_MODULES = [
 ]
 
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
-    (("--db",), {"help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
-    (("--store",), {"help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
-    (("--path",), {"help": "database path inside the store (or a database URL)"}),
+    (("--db",), {"metavar": "URL", "help": "database URL, e.g. file:///data/db or s3://bucket/prefix/db"}),
+    (("--store",), {"metavar": "URL", "help": "object store URL (file:///dir, memory:///, s3://bucket, ...)"}),
+    (("--path",), {"metavar": "PATH", "help": "database path inside the store (or a database URL)"}),
     (("--wal-store",), {"metavar": "URL",
                         "help": "object store that keeps the WAL SSTs (0.17's "
                                 "with_wal_object_store), e.g. s3://wal-bucket; the database "
                                 "path is the same in it; '' : none (default: [object_store] "
                                 "wal_store, SLATELIB_WAL_STORE)"}),
-    (("--conf",), {"action": "append", "default": [], "help": "settings TOML (repeatable)"}),
+    (("--conf",), {"action": "append", "default": [], "metavar": "FILE", "help": "settings TOML (repeatable)"}),
     (("--env-file",), {"action": "append", "default": [], "metavar": "FILE",
                        "help": "load SLATELIB_*/AWS_*/GOOGLE_*/AZURE_* variables from a "
                                "dotenv-style file first (repeatable; the environment wins)"}),
-    (("--merge-operator",), {"help": "merge operator for reads (builtin: concat)"}),
+    (("--merge-operator",), {"metavar": "NAME", "help": "merge operator for reads (builtin: concat)"}),
     (("--format",), {"choices": FORMATS, "default": None,
                      "help": "output: table (default on a terminal) or json (default otherwise)"}),
     (("--key-format",), {"choices": KEY_FORMATS, "default": None,
                          "help": "how keys without a hex:/b64:/utf8: prefix are read, and how "
-                                 "tables show keys (default: as text when printable, else hex:)"}),
+                                 "keys are shown (default: read an even number of hex digits "
+                                 "as hex and anything else as text; show text when "
+                                 "printable, else hex:...)"}),
+    (("--value-format",), {"choices": VALUE_FORMATS, "default": None,
+                           "help": "how values are shown (tables; JSON adds value_utf8 or "
+                                   "value_base64 next to the hex value) and how load reads "
+                                   "values without a prefix; utf8 refuses a value that is not "
+                                   "UTF-8, naming its key"}),
     (("-v", "--verbose"), {"action": "count", "default": 0}),
 )
 """The options every command takes, before or after its name."""
@@ -149,6 +157,12 @@ class Context:
     def key_format(self) -> str | None:
         """``--key-format`` (None: the default rules of :mod:`slatelib.cli.output`)."""
         fmt: str | None = getattr(self.args, "key_format", None)
+        return fmt
+
+    @property
+    def value_format(self) -> str | None:
+        """``--value-format`` (None: hex in JSON, text-or-hex in tables)."""
+        fmt: str | None = getattr(self.args, "value_format", None)
         return fmt
 
     def emit(self, obj: Any, *, table: Callable[[], str] | None = None) -> None:
@@ -221,6 +235,18 @@ class Context:
             f"{what} {text!r} matches no checkpoint of {path!r} (checkpoints: {listing})")
 
 
+def as_typed(message: str, ctx: Context | None) -> str:
+    """``message`` with the database's path in its store (``'data/db'``) written as the URL
+    the user typed (``--db``, else ``--store`` and ``--path`` joined)."""
+    if ctx is None or not ctx.path or not ctx.store_url:
+        return message
+    try:
+        url = ctx.db_name
+    except SlateError:
+        return message
+    return message.replace(repr(ctx.path), url)
+
+
 def join_url(root: str, path: str) -> str:
     """``root`` (a store root URL) joined with ``path``."""
     if not path:
@@ -253,8 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
             if any(f in command._option_string_actions for f in flags):
                 continue  # the command's own option (config show --format toml|json)
             dest = flags[-1].lstrip("-").replace("-", "_")
-            group.add_argument(*flags, **{**kwargs, "dest": _SUB_PREFIX + dest,
-                                          "default": argparse.SUPPRESS})
+            extra: dict[str, Any] = {"dest": _SUB_PREFIX + dest, "default": argparse.SUPPRESS}
+            if not {"metavar", "choices"} & kwargs.keys() and kwargs.get("action") != "count":
+                extra["metavar"] = dest.upper()  # not argparse's _SUB_...
+            group.add_argument(*flags, **{**kwargs, **extra})
     return p
 
 
@@ -317,7 +345,7 @@ def _context(args: argparse.Namespace) -> Context:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args_suggesting(parser, argv)
     try:
         _merge_global_options(args)
     except InvalidArgumentError as exc:
@@ -326,13 +354,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr,
     )
+    ctx: Context | None = None
     try:
         ctx = _context(args)
         code: int | None = args.func(ctx)
         sys.stdout.flush()
         return EXIT_OK if code is None else code
     except SlateError as exc:
-        sys.stderr.write(f"slate {args.command}: error: {exc}\n")
+        sys.stderr.write(f"slate {args.command}: error: {as_typed(str(exc), ctx)}\n")
         return exit_code_for(exc)
     except BrokenPipeError:
         return EXIT_OK

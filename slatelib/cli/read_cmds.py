@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 def _key_arg(ctx: Context, value: str | None, what: str, *, default: str) -> bytes | None:
     """A key argument: a ``hex:``/``b64:``/``utf8:`` prefix, else ``--key-format``, else
-    ``default`` (hex for the older arguments, UTF-8 for ``--key``)."""
+    ``default`` (``auto`` for the older arguments: hex digits as hex, else text; UTF-8 for
+    ``--key``)."""
     if value is None:
         return None
     return output.parse_key(value, default=ctx.key_format or default, what=what)
@@ -105,19 +106,20 @@ _VALUE_WIDTH = 80
 
 
 def cmd_scan(ctx: Context) -> None:
-    start = _key_arg(ctx, ctx.args.start, "--start", default="hex")
-    end = _key_arg(ctx, ctx.args.end, "--end", default="hex")
+    start = _key_arg(ctx, ctx.args.start, "--start", default="auto")
+    end = _key_arg(ctx, ctx.args.end, "--end", default="auto")
     out = sys.stdout
-    fmt, kf = ctx.output_format, ctx.key_format
+    fmt, kf, vf = ctx.output_format, ctx.key_format, ctx.value_format
     n = 0
     with _open_reader(ctx) as reader:
         for k, v in itertools.islice(reader.scan(start, end), ctx.args.limit):
             n += 1
             if fmt == "table":
                 out.write(f"{output.show_bytes(k, kf):<24}  "
-                          f"{output.show_bytes(v, limit=_VALUE_WIDTH)}\n")
-            elif kf in ("utf8", "base64"):
-                out.write(json.dumps({**output.key_fields(k, kf), "value": v.hex()}) + "\n")
+                          f"{output.show_value(v, vf, key=k, limit=_VALUE_WIDTH)}\n")
+            elif kf in ("utf8", "base64") or vf in ("utf8", "base64"):
+                out.write(json.dumps({**output.key_fields(k, kf),
+                                      **output.value_fields(v, vf, key=k)}) + "\n")
             else:
                 out.write('{"key": "' + k.hex() + '", "value": "' + v.hex() + '"}\n')
     if fmt == "table":
@@ -128,20 +130,20 @@ def cmd_get(ctx: Context) -> None:
     a = ctx.args
     if (a.key is None) == (a.text_key is None):
         raise InvalidArgumentError("get needs one key: --key KEY (text, or hex:/b64: ...) "
-                                   "or a positional HEXKEY")
+                                   "or a positional KEY")
     key = (_key_arg(ctx, a.text_key, "--key", default="utf8") if a.text_key is not None
-           else _key_arg(ctx, a.key, "HEXKEY", default="hex"))
+           else _key_arg(ctx, a.key, "KEY", default="auto"))
     assert key is not None
     with _open_reader(ctx) as reader:
         value = reader.get(key)
-    kf = ctx.key_format
+    kf, vf = ctx.key_format, ctx.value_format
+    fields = {**output.key_fields(key, kf), **output.value_fields(value, vf, key=key)}
 
     def table() -> str:
-        return (f"key:   {output.show_bytes(key, kf)}\n"
-                f"value: {'(not found)' if value is None else output.show_bytes(value)}\n")
+        shown = "(not found)" if value is None else output.show_value(value, vf, key=key)
+        return f"key:   {output.show_bytes(key, kf)}\nvalue: {shown}\n"
 
-    ctx.emit({**output.key_fields(key, kf), "value": None if value is None else value.hex()},
-             table=table)
+    ctx.emit(fields, table=table)
 
 
 def _resolve_sst_object(ctx: Context, obj: str) -> tuple[str, Any]:
@@ -234,7 +236,7 @@ def cmd_sst(ctx: Context) -> None:
         out["filter"] = {"num_probes": bf.num_probes, "bits": len(bf.bits) * 8}
     if not detail:
         out = _summarise_sst(out)
-    ctx.emit(out, table=lambda: _sst_table(out, ctx.key_format))
+    ctx.emit(out, table=lambda: _sst_table(out, ctx.key_format, ctx.value_format))
 
 
 SST_SUMMARY_ROWS = 10
@@ -256,7 +258,8 @@ def _summarise_sst(out: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def _sst_table(out: dict[str, Any], key_format: str | None) -> str:
+def _sst_table(out: dict[str, Any], key_format: str | None,
+               value_format: str | None = None) -> str:
     head = {k: v for k, v in out.items() if k not in ("rows", "index")}
     text = output.generic(head)
     index = out.get("index")
@@ -270,29 +273,54 @@ def _sst_table(out: dict[str, Any], key_format: str | None) -> str:
         text += f"rows ({len(rows)} of {out.get('num_rows')}):\n" + output.table(
             ("KEY", "SEQ", "KIND", "VALUE", "EXPIRE", "CREATE"),
             [(output.show_bytes(bytes.fromhex(r["key"]), key_format), r["seq"], r["kind"],
-              "-" if r["value"] is None else output.show_bytes(bytes.fromhex(r["value"]),
-                                                               limit=_VALUE_WIDTH),
+              "-" if r["value"] is None else output.show_value(
+                  bytes.fromhex(r["value"]), value_format, key=bytes.fromhex(r["key"]),
+                  limit=_VALUE_WIDTH),
               output.iso_ms(r["expire_ts"]), output.iso_ms(r["create_ts"])) for r in rows])
     return text
 
 
-def _read_jsonl(f: IO[str], name: str) -> Iterator[tuple[bytes, bytes]]:
+_LOAD_LINE = ('{"key": KEY, "value": VALUE} (as scan prints them: hex, or text, or with a '
+              'hex:/b64:/utf8: prefix; or key_utf8/key_base64, value_utf8/value_base64)')
+
+
+def _load_field(obj: dict[str, Any], name: str, default: str) -> bytes:
+    """``obj``'s ``name`` bytes: ``name_utf8`` or ``name_base64`` when set, else ``name``
+    read as a typed key (a prefix, else ``default``; hex next to a null ``name_utf8``, as
+    scan prints a key that is not UTF-8)."""
+    if isinstance(obj.get(f"{name}_utf8"), str):
+        return str(obj[f"{name}_utf8"]).encode("utf-8")
+    if isinstance(obj.get(f"{name}_base64"), str):
+        return output.parse_bytes("b64:" + obj[f"{name}_base64"], what=f"{name}_base64")
+    text = obj[name]
+    if f"{name}_utf8" in obj or f"{name}_base64" in obj:
+        default = "hex"  # scan's output: "key"/"value" are hex next to the other form
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a string")
+    return output.parse_bytes(text, default=default, what=name, allow_empty=name == "value")
+
+
+def _read_jsonl(f: IO[str], name: str, *, key_format: str | None = None,
+                value_format: str | None = None) -> Iterator[tuple[bytes, bytes]]:
     for lineno, line in enumerate(f, 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-            yield bytes.fromhex(obj["key"]), bytes.fromhex(obj["value"])
+            if not isinstance(obj, dict):
+                raise TypeError("not a JSON object")
+            yield (_load_field(obj, "key", key_format or "auto"),
+                   _load_field(obj, "value", value_format or "auto"))
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgumentError(
-                f"{name}:{lineno}: expected {{\"key\": \"<hex>\", \"value\": \"<hex>\"}}: {exc}"
-            ) from None
+            raise InvalidArgumentError(f"{name}:{lineno}: expected {_LOAD_LINE}: {exc}") from None
 
 
 def cmd_load(ctx: Context) -> None:
     name = ctx.args.file
     if name == "-":
-        report = bulk_load(ctx.db_path, ctx.store, _read_jsonl(sys.stdin, "<stdin>"),
+        report = bulk_load(ctx.db_path, ctx.store,
+                           _read_jsonl(sys.stdin, "<stdin>", key_format=ctx.key_format,
+                                       value_format=ctx.value_format),
                            settings=ctx.settings, target_sst_size=ctx.args.sst_size)
     else:
         try:
@@ -307,8 +335,8 @@ def cmd_load(ctx: Context) -> None:
         "ssts": report.ssts, "bytes_written": report.bytes_written,
         "manifest_id": report.manifest_id, "seconds": round(report.seconds, 3),
     })
-    ctx.headline(f"loaded {output.fmt_count(report.rows)} rows into {report.ssts} SST(s) "
-                 f"({output.fmt_bytes(report.bytes_written)}) at {report.path!r}; "
+    ctx.headline(f"loaded {output.fmt_count(report.rows)} rows into {len(report.ssts)} SST(s) "
+                 f"({output.fmt_bytes(report.bytes_written)}) at {ctx.db_name}; "
                  f"{output.fmt_seconds(report.seconds)}")
 
 
@@ -332,10 +360,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("summary", help="print a short summary of the latest manifest")
     p.set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("scan", help='print {"key": hex, "value": hex} lines in key order')
-    p.add_argument("--start", help="first key (inclusive; hex unless --key-format or a "
-                                   "hex:/b64:/utf8: prefix says otherwise)")
-    p.add_argument("--end", help="end key (exclusive; read as --start)")
+    p = sub.add_parser("scan", help='print {"key": hex, "value": hex} lines in key order '
+                                    "(a table on a terminal)")
+    p.add_argument("--start", metavar="KEY",
+                   help="first key (inclusive): text such as user:10, or hex digits (an even "
+                        "number of them is read as hex), or a hex:/b64:/utf8: prefix; "
+                        "--key-format fixes how unprefixed keys are read")
+    p.add_argument("--end", metavar="KEY", help="end key (exclusive; read as --start)")
     p.add_argument("--limit", type=whole_number(minimum=0), metavar="N",
                    help="stop after this many keys (0 or more)")
     p.add_argument("--checkpoint", metavar="UUID", help=_CHECKPOINT_HELP)
@@ -343,8 +374,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("get", help="print the value of one key")
-    p.add_argument("key", metavar="HEXKEY", nargs="?",
-                   help="the key in hex (older form; prefer --key)")
+    p.add_argument("key", metavar="KEY", nargs="?",
+                   help="the key: text, or an even number of hex digits (read as hex), or "
+                        "a hex:/b64:/utf8: prefix (--key reads it as text always)")
     p.add_argument("--key", dest="text_key", metavar="KEY",
                    help="the key as text (UTF-8), or hex:..., b64:... (default format: "
                         "--key-format, else utf8)")
@@ -369,7 +401,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("load", help="bulk-load JSON lines (scan format) into a new database")
-    p.add_argument("file", metavar="FILE", help="JSON lines file, or - for stdin")
+    p.add_argument("file", metavar="FILE",
+                   help="JSON lines file, or - for stdin: one " + _LOAD_LINE + " a line; "
+                        "--key-format/--value-format fix how unprefixed ones are read")
     p.add_argument("--sst-size", type=size(minimum=1), metavar="SIZE",
                    help="target SST size (e.g. 64MiB)")
     p.set_defaults(func=cmd_load)

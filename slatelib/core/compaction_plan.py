@@ -349,6 +349,26 @@ def plan_compactions(
     return out
 
 
+def idle_reason(manifest: Manifest, compactions: Compactions | None,
+                options: PlanOptions) -> str:
+    """Why :func:`plan_compactions` found nothing to do, in a few words for a headline:
+    ``no L0 SSTs to compact (2 sorted runs, 9 SSTs): ...``, ``the database holds no SSTs``,
+    or the size-tiered threshold no group of sources met."""
+    l0 = sum(len(t.l0) for t in trees(manifest))
+    runs = sum(len(t.compacted) for t in trees(manifest))
+    ssts = sum(len(r.views) for t in trees(manifest) for r in t.compacted)
+    shape = f"{runs} sorted run{'s' if runs != 1 else ''}, {ssts} SST{'s' if ssts != 1 else ''}"
+    if options.policy == Policy.L0:
+        return f"no L0 SSTs to compact ({shape}): the writer has flushed nothing new"
+    if options.policy == Policy.FULL:
+        return f"the database holds no SSTs ({shape})"
+    busy = len(active_compactions(compactions))
+    st = options.size_tiered
+    why = (f"fewer than {st.min_compaction_sources} sources of similar size (min_compaction_"
+           f"sources; {l0} L0 SST{'s' if l0 != 1 else ''}, {shape})")
+    return why + (f"; {busy} compaction(s) already running" if busy else "")
+
+
 def plan_compaction(
     manifest: Manifest, compactions: Compactions | None, options: PlanOptions
 ) -> CompactionSpec | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from slatelib.core.humanize import fmt_key
 from slatelib.errors import InvalidArgumentError
 
 
@@ -149,12 +150,14 @@ class BytesRange:
         return self.start.key
 
     def __str__(self) -> str:
+        """``[user:00100, user:00200)``: keys as :func:`~slatelib.core.humanize.fmt_key`
+        shows them, ``-inf``/``+inf`` for unbounded ends."""
         s = self.start
         e = self.end
         left = "(-inf" if s.kind == BoundKind.UNBOUNDED else (
-            f"[{s.key!r}" if s.kind == BoundKind.INCLUDED else f"({s.key!r}")
+            f"[{fmt_key(s.key)}" if s.kind == BoundKind.INCLUDED else f"({fmt_key(s.key)}")
         right = "+inf)" if e.kind == BoundKind.UNBOUNDED else (
-            f"{e.key!r}]" if e.kind == BoundKind.INCLUDED else f"{e.key!r})")
+            f"{fmt_key(e.key)}]" if e.kind == BoundKind.INCLUDED else f"{fmt_key(e.key)})")
         return f"{left}, {right}"
 
 

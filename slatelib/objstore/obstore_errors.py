@@ -19,6 +19,7 @@ import obstore.exceptions as oe
 from slatelib.errors import (
     AlreadyExistsError,
     ConflictError,
+    CredentialsMissingError,
     InternalError,
     InvalidArgumentError,
     ObjectMissingError,
@@ -61,6 +62,15 @@ _NO_CREDENTIALS = re.compile(
 )
 """The credential chain failed (instance metadata, ECS or web identity endpoint): obstore
 has already retried the fetch itself, and no retry of the request will find credentials."""
+
+NO_CREDENTIALS_HINT = (
+    "no S3 credentials were given to this process, and the cloud's credential endpoint "
+    "(instance metadata) gave none. Give them with SLATELIB_S3_ACCESS_KEY_ID and "
+    "SLATELIB_S3_SECRET_ACCESS_KEY (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) in the "
+    "environment, or in a dotenv file passed with --env-file, or as the store options "
+    "access_key_id/secret_access_key; on Spark executors pass --env-file or "
+    "spark.executorEnv.*; on a cloud machine, attach a role")
+"""What a credentials failure tells the user to do (a configuration error, exit 2)."""
 
 _MISSING_CONTAINER = re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I)
 
@@ -118,6 +128,8 @@ def map_error(exc: BaseException, *, op: Op, path: str, url: str) -> SlateError:
             return AlreadyExistsError(msg, path=path)
         return ConflictError(msg)
     if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError | PermissionError):
+        if is_credentials_failure(str(exc)):
+            return CredentialsMissingError(f"{url}: {NO_CREDENTIALS_HINT} (the store said: {msg})")
         return StorageError(msg)
     if isinstance(exc, oe.NotSupportedError | NotImplementedError):
         return StorageError(f"{msg} (not supported by this backend)")
@@ -128,11 +140,7 @@ def map_error(exc: BaseException, *, op: Op, path: str, url: str) -> SlateError:
     if isinstance(exc, oe.JoinError):
         return InternalError(msg)
     if isinstance(exc, oe.BaseError) and is_credentials_failure(str(exc)):
-        return StorageError(
-            f"{msg} (no credentials: none were given to this process (SLATELIB_S3_ACCESS_KEY_ID "
-            "and SLATELIB_S3_SECRET_ACCESS_KEY or AWS_* variables; on Spark executors through "
-            "--env-file or spark.executorEnv.*) and the cloud's credential endpoint did not "
-            "answer)")
+        return CredentialsMissingError(f"{url}: {NO_CREDENTIALS_HINT} (the store said: {msg})")
     if isinstance(exc, oe.BaseError):
         # GenericError and anything newer: only the message tells transient from not.
         return UnavailableError(msg) if is_transient_message(str(exc)) else StorageError(msg)

@@ -130,8 +130,13 @@ def compact_headline(report: dict[str, Any]) -> str:
         est = sum(int((r.get("inputs") or {}).get("estimated_bytes", 0)) for r in planned)
         size = f" (~{fmt_bytes(est)})" if est else ""
         line = f"dry run: would compact {_inputs(planned)}{size}{where}; nothing written"
-    elif any(r.get("outcome") == "nothing_to_do" for r in dbs):
+    elif idle := [r for r in dbs if r.get("outcome") == "nothing_to_do"]:
+        reasons = sorted({str(r["reason"]) for r in idle if r.get("reason")})
         line = "nothing to compact" + where
+        if len(reasons) == 1:
+            line += f": {reasons[0]}"
+        elif reasons:
+            line += f" ({len(reasons)} reasons; see the report's databases[].reason)"
     else:
         line = "compacted nothing"
     return f"{line}{failed_suffix(report)}{requests_suffix(report)}; {secs}"

@@ -314,12 +314,13 @@ def delta_conf(effective: Mapping[str, str]) -> dict[str, str]:
 
 def spark_facts(spark: SparkSession) -> dict[str, Any]:
     """The report's ``spark`` section: where the job ran (the effective master, the
-    application id and deploy mode, as the driver JVM has them)."""
+    application id and name, and the deploy mode, as the driver JVM has them)."""
     from slatelib.spark.executors import tasks_by_executor
 
     sc = spark.sparkContext
     conf = sc.getConf()
     return {"master": sc.master, "app_id": sc.applicationId,
+            "app_name": getattr(sc, "appName", None),
             "deploy_mode": conf.get("spark.submit.deployMode", "client"),
             "default_parallelism": int(sc.defaultParallelism),
             "tasks_by_executor": tasks_by_executor(sc)}

@@ -62,6 +62,8 @@ class CompactionReport:
     each with its ``segment`` (``(top-level)`` for the top-level tree), sources,
     destination, and once committed its id, outputs and row and byte counts."""
     sst_options: Mapping[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    """Why nothing was compacted (``nothing_to_do``), for the headline."""
     """The output SSTs' block size, codec, ``min_filter_keys`` and filter policies, each
     with its origin (``set``, ``database (<SST id>)`` or ``default``); with segments whose
     compactions differ, ``by_segment`` too."""
@@ -144,9 +146,10 @@ def _compaction_entry(spec: CompactionSpec, ranges: Sequence[BytesRange],
 def plan_report(db: str, policy: Policy, specs: Sequence[CompactionSpec],
                 ranges: Sequence[Sequence[BytesRange]], *, dry_run: bool,
                 timing: Mapping[str, float],
-                compactor: Mapping[str, Any] | None = None) -> CompactionReport:
+                compactor: Mapping[str, Any] | None = None,
+                reason: str | None = None) -> CompactionReport:
     """The report of a dry run, or of a run that found nothing to compact (``ranges[i]``:
-    the key ranges of ``specs[i]``)."""
+    the key ranges of ``specs[i]``; ``reason``: why, for the headline)."""
     status = "nothing_to_do" if not specs else "dry_run" if dry_run else "planned"
     inputs: dict[str, Any] = {}
     if specs:
@@ -159,6 +162,7 @@ def plan_report(db: str, policy: Policy, specs: Sequence[CompactionSpec],
         inputs=inputs, phases_s=_round(timing), tasks=len(flat), **_spec_fields(specs),
         compactor=dict(compactor or {}),
         compactions=tuple(_compaction_entry(s, r) for s, r in zip(specs, ranges, strict=True)),
+        reason=reason if not specs else None,
     )
 
 

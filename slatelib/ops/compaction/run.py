@@ -36,6 +36,7 @@ from slatelib.core.compaction_plan import (
     PlanOptions,
     Policy,
     check_compactable,
+    idle_reason,
     plan_compactions,
 )
 from slatelib.core.compaction_source import SourceId
@@ -453,12 +454,14 @@ def run_compaction(
     run.lap("plan", run.started)
     verdict = run.judge(state)
     policy_ = run.options.policy
+    idle = None if specs else idle_reason(state.manifest.value, _value(state.compactions),
+                                          run.options)
     if dry_run:
         ranges = [run.split(spec, state.manifest.value)[1] for spec in specs]
         options = run.sst_options(specs, state.manifest.value)
         run.lap("total", run.started)
         report = plan_report(run.root, policy_, specs, ranges, dry_run=True,
-                             timing=run.timing, compactor=verdict.to_dict())
+                             timing=run.timing, compactor=verdict.to_dict(), reason=idle)
         return replace(report, sst_options=options)
     if not verdict.may_fence and not takeover:
         raise CompactorActiveError(verdict.refusal(run.root))
@@ -469,13 +472,15 @@ def run_compaction(
             run.lap("fence", t)
         run.lap("total", run.started)
         return plan_report(run.root, policy_, [], [], dry_run=False,
-                           timing=run.timing, compactor=verdict.to_dict())
+                           timing=run.timing, compactor=verdict.to_dict(), reason=idle)
     run.check(specs, state.manifest.value)
     started = run.start(specs)
     if started is None:
         run.lap("total", run.started)
         return plan_report(run.root, policy_, [], [], dry_run=False,
-                           timing=run.timing, compactor=verdict.to_dict())
+                           timing=run.timing, compactor=verdict.to_dict(),
+                           reason="another compactor compacted the sources before this "
+                                  "run fenced it")
     return run.execute(*started, runner)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.ops.job_report import db_entry, failed_suffix, job_report
 
-__all__ = ["db_entry", "export_headline", "export_report"]
+__all__ = ["db_entry", "export_headline", "export_report", "failure_reason"]
 
 
 def export_report(code: int, databases: list[dict[str, Any]], *,
@@ -40,7 +40,7 @@ def export_headline(report: dict[str, Any]) -> str:
     secs = fmt_seconds(float(report.get("seconds", 0)))
     done = [r for r in report.get("databases", []) if not r.get("exit_code")]
     if not done:
-        return f"exported nothing{failed_suffix(report)}; {secs}"
+        return f"exported nothing{failed_suffix(report)}{failure_reason(report)}; {secs}"
     r = done[0]
     cp = r.get("checkpoint") or {}
     where = f"{r.get('format')} {r.get('target')} ({r.get('writer')})"
@@ -54,4 +54,22 @@ def export_headline(report: dict[str, Any]) -> str:
         line = (f"exported {fmt_count(int(r.get('rows', 0)))} rows "
                 f"({fmt_bytes(int(r.get('bytes', 0)))}, {r.get('files', 0)} files) of {of} "
                 f"to {where}")
-    return f"{line}{failed_suffix(report)}; {secs}"
+    return f"{line}{failed_suffix(report)}{failure_reason(report)}; {secs}"
+
+
+REASON_CHARS = 200
+"""How much of a failure's message a headline keeps."""
+
+
+def failure_reason(report: dict[str, Any]) -> str:
+    """``: <the first failed database's error message>`` (shortened to
+    :data:`REASON_CHARS`), or nothing when none failed or it has no message."""
+    for r in report.get("databases", []):
+        message = str(((r.get("error") or {}).get("message")) or "") if r.get("exit_code") \
+            else ""
+        if message:
+            text = " ".join(message.split())
+            if len(text) > REASON_CHARS:
+                text = text[:REASON_CHARS - 1] + "…"
+            return f": {text}"
+    return ""

@@ -95,7 +95,7 @@ def test_delete_checkpoint_by_unique_prefix(db: str, capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize("prefix, message", [
     ("abcd", f"'abcd' is ambiguous .* 2 checkpoint ids \\({A}, {B}\\)"),
-    ("ffff", f"'ffff' matches no checkpoint of '.*/db' \\(checkpoints: {A}, {B}\\)"),
+    ("ffff", f"'ffff' matches no checkpoint of file://.*/db \\(checkpoints: {A}, {B}\\)"),
     ("xyz", "not a UUID or a prefix"),
 ])
 def test_ambiguous_or_unknown_prefix_lists_candidates(

@@ -191,7 +191,12 @@ def test_gc_and_compact_end_with_a_headline_on_stderr(
     report = json.loads(out)
     assert code == EXIT_OK and report["status"] == "success"
     assert report["databases"][0]["outcome"] == "nothing_to_do"
-    assert err.startswith("slate compact: nothing to compact") and time.time() - started < 60
+    assert err.startswith("slate compact: nothing to compact: fewer than 4 sources of "
+                          "similar size") and time.time() - started < 60  # size-tiered
+    assert "0 L0 SSTs, 1 sorted run, 1 SST" in report["databases"][0]["reason"]
+    code, out, err = slate(capsys, "--db", f"file://{tmp_path}/c", "compact", "--policy", "l0")
+    assert code == EXIT_OK
+    assert "nothing to compact: no L0 SSTs to compact (1 sorted run, 1 SST)" in err
 
 
 def test_config_show_takes_the_global_json_format(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from slatelib.errors import (
     AlreadyExistsError,
     ConflictError,
+    CredentialsMissingError,
     InternalError,
     InvalidArgumentError,
     ObjectMissingError,
@@ -17,6 +18,7 @@ from slatelib.errors import (
     StorageError,
     UnavailableError,
 )
+from slatelib.exit_codes import exit_code_for
 from slatelib.objstore.obstore_errors import Op, is_panic, is_transient_message, map_error
 
 CONNECT = (
@@ -118,10 +120,12 @@ def test_a_credential_chain_without_credentials_is_not_retried_and_says_why() ->
     """An executor given no keys and no role: obstore already retried the metadata endpoint
     ten times; the request must not be retried again (it would take minutes to fail)."""
     err = map_error(oe.GenericError(NO_ROLE), op="get_range", path="db/x.sst", url="s3://b")
-    assert type(err) is StorageError
+    assert type(err) is CredentialsMissingError  # a configuration error: exit 2, no retry
+    assert exit_code_for(err) == 2
     text = str(err)
-    assert text.startswith("s3://b: get_range 'db/x.sst': Generic S3 error")
-    assert "no credentials" in text and "spark.executorEnv" in text and "--env-file" in text
+    assert text.startswith("s3://b: no S3 credentials")
+    assert "SLATELIB_S3_ACCESS_KEY_ID" in text and "--env-file" in text
+    assert "spark.executorEnv" in text and "get_range 'db/x.sst': Generic S3 error" in text
     # a plain connection failure to the endpoint stays transient
     assert type(map_error(oe.GenericError(CONNECT), op="get", path="x", url="s3://b")) \
         is UnavailableError

@@ -25,7 +25,11 @@ def test_incremental_and_failed_headlines() -> None:
     inc = _entry(mode="incremental", since="c0", changes={"upserts": 5, "deletes": 2})
     assert "applied 5 upserts and 2 deletes since checkpoint c0" in \
         export_report(0, [inc], seconds=1)["headline"]
-    failed = db_entry("file:///db", 5, {"error": {"type": "X", "message": "m"}})
+    failed = db_entry("file:///db", 5, {"error": {"type": "X", "message": "no\nmanifest"}})
     r = export_report(5, [failed], seconds=1)
     assert r["status"] == "data_error"
-    assert r["headline"].startswith("exported nothing; 1 of 1 databases failed (data_error)")
+    assert r["headline"].startswith(
+        "exported nothing; 1 of 1 databases failed (data_error): no manifest; ")
+    long = db_entry("file:///db", 5, {"error": {"type": "X", "message": "x" * 500}})
+    line = export_report(5, [long], seconds=1)["headline"]
+    assert "x" * 199 + "…; " in line and "x" * 200 not in line
