@@ -274,7 +274,9 @@ def test_service_over_twenty_databases_scraped_counted_and_shown(
     assert all(n <= served.get(kind, 0) for kind, n in ours.items()), (ours, served)
     assert live["store_requests"]["executors"]["total"] > 0  # the key ranges ran there
     longest = max(w.longest_s for w in writers)
-    assert longest < 10.0, longest  # never stuck at l0_max_ssts: the service kept up
+    # never stuck at l0_max_ssts (without a compactor a flush there never returns); the
+    # first compactions on a cold local Spark take ~15 s on a busy two-core machine
+    assert longest < 60.0, longest
 
     # -- 2. measured: more L0s, the writers closed, nothing else on the bucket -----------
     for w in writers:
