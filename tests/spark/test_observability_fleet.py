@@ -14,8 +14,9 @@ known exactly. So:
 1. **Live run** (``--run-for``): the writers write (batches awaited durable, memtables
    flushed to L0) while the service compacts and a client scrapes ``/metrics``. Checked:
    per-database gauges for all twenty, equal to the manifests once the writers stop;
-   bounded label values; worker/service families; the writers never stall; and, per
-   request kind, the report's count is at most the server's (the rest are the writers').
+   bounded label values; the service's families; no write or flush stays stuck at
+   ``l0_max_ssts``; and, per request kind, the report's count is at most the server's (the
+   rest are the writers' and this test's manifest reads).
 2. **Measured run** (``--until-idle``, ``--metrics-port`` with its database stats on): the
    writers have flushed more L0s and closed, so nothing else touches the bucket. The count
    is zeroed on the server just before, and the report's ``store_requests`` must equal the
@@ -331,4 +332,8 @@ def test_service_over_twenty_databases_scraped_counted_and_shown(
           f"longest write/flush {longest:.2f}s, {series} series over {len(seen)} scrapes, "
           f"server {sum(served.values())} vs ours {live['store_requests']['total']}; "
           f"measured: {measured['totals']['compactions']} compactions, "
-          f"{counted['total']} requests {counted['requests']}")
+          f"{counted['total']} requests {counted['requests']} in {measured['seconds']}s "
+          f"(driver {counted['driver']['total']}, executors {counted['executors']['total']}, "
+          f"server bytes in/out {served_all['bytes_in']}/{served_all['bytes_out']}, ours "
+          f"written/read {counted['bytes_written']}/{counted['bytes_read']}); "
+          f"history {len(history)} samples, page charts {attrs.get('data-charts')}")
