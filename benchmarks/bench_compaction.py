@@ -161,7 +161,7 @@ def worker_main(master: str, src: Path, repeat: int) -> None:
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).map(_warm_up).collect()
     session_s = time.perf_counter() - t0
-    from jobs.compact import build_parser, run
+    from slatelib.jobs.compact import build_parser, run
     from slatelib.config import Settings
 
     jobs = []

@@ -275,7 +275,7 @@ def official_compaction(bucket: S3Bucket, baseline: S3Bucket) -> tuple[Count, Co
 
 
 def our_compaction(spark: Any, bucket: S3Bucket, conf: Path) -> tuple[Count, dict[str, Any]]:
-    from jobs.compact import build_parser, run
+    from slatelib.jobs.compact import build_parser, run
     from slatelib.config import load_settings
 
     args = build_parser().parse_args(["--db", f"{bucket.url}/{DB}", "--policy", "l0",

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import resolve_targets
+from slatelib.jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError

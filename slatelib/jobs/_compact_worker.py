@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import resolve_targets
+from slatelib.jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive

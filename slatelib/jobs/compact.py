@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
+from slatelib.jobs._common import (
     DbTarget,
     add_common_args,
     counts_store_requests,
@@ -105,11 +105,11 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         InvalidArgumentError: bad options or no database given (before any database runs).
     """
     if args.worker:
-        from jobs._compact_worker import run_worker
+        from slatelib.jobs._compact_worker import run_worker
 
         return run_worker(spark, settings, args, task_fn)
     if args.service:
-        from jobs._compact_service import run_service
+        from slatelib.jobs._compact_service import run_service
 
         return run_service(spark, settings, args, task_fn)
     check_one_shot_args(args)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
+from slatelib.jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore.registry import s3_access

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, counts_store_requests, resolve_targets, run_main
+from slatelib.jobs._common import DbTarget, add_common_args, counts_store_requests, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError

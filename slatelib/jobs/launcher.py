@@ -43,10 +43,10 @@ from collections.abc import Sequence
 from slatelib.spark.session import SUBMIT_ARGS_ENV
 
 JOBS = {
-    "compact": "jobs.compact",
-    "gc": "jobs.gc",
-    "rescale": "jobs.rescale",
-    "export": "jobs.export",
+    "compact": "slatelib.jobs.compact",
+    "gc": "slatelib.jobs.gc",
+    "rescale": "slatelib.jobs.rescale",
+    "export": "slatelib.jobs.export",
 }
 """Subcommand -> job module."""
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
+from slatelib.jobs._common import (
     add_common_args,
     counts_store_requests,
     run_main,

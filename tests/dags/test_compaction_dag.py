@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser
+from slatelib.jobs.compact import build_parser
 from tests.dags.fake_airflow import ROOT, FailRun, SkipRun, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags
@@ -93,7 +93,7 @@ def test_databases_come_from_the_variable_as_json_or_lines(
 def test_a_database_entry_names_its_wal_store_and_the_job_resolves_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobs._common import resolve_targets
+    from slatelib.jobs._common import resolve_targets
 
     own = {"db": "s3://b/x", "wal_store": "s3://express--x"}
     args = args_for(monkeypatch, databases=["s3://b/plain", own, {"db": "s3://b/none",

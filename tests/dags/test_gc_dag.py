@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import build_parser
+from slatelib.jobs.gc import build_parser
 from slatelib.config import load_settings
 from tests.dags.fake_airflow import ROOT, SkipRun, job_argv, load_dag, plan
 

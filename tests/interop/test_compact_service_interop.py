@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.config import ServiceSettings, Settings
 from slatelib.core.compaction_source import estimate_run_size, estimate_view_size
 from slatelib.core.manifest import Manifest

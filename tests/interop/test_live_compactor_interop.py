@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from slatedb.uniffi import Settings as OfficialSettings
 
-from jobs import compact as compact_job
+from slatelib.jobs import compact as compact_job
 from slatelib.cli.app import main as slate_main
 from slatelib.config import CompactionSettings, Settings
 from slatelib.errors import CompactorActiveError

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 import slatelib.spark
-from jobs.export import build_parser, run
+from slatelib.jobs.export import build_parser, run
 from slatelib.config import Settings
 from tests.conftest import FIXTURE_NAMES, load_expected
 from tests.interop.official import (

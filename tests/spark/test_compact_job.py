@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, main, run
+from slatelib.jobs.compact import build_parser, main, run
 from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.row import TOMBSTONE, VALUE

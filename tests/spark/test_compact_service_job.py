@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.config import ServiceSettings
 from slatelib.core.compactions import CompactionStatus
 from slatelib.objstore import open_store

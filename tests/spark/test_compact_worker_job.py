@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.core.compactions import CompactionStatus
 from slatelib.errors import InvalidArgumentError
 from slatelib.objstore import open_store

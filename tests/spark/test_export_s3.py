@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from jobs.export import build_parser, main, run
+from slatelib.jobs.export import build_parser, main, run
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME

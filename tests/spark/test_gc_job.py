@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import build_parser, run
+from slatelib.jobs.gc import build_parser, run
 from slatelib.clock import SYSTEM_CLOCK
 from slatelib.config import GcSettings, Settings, load_settings
 from slatelib.core.compactions import CompactionStatus

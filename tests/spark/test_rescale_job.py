@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.rescale import build_parser, run
+from slatelib.jobs.rescale import build_parser, run
 from slatelib import Db, DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.objstore import open_store

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.config import CompactionSettings, ServiceSettings, Settings, SstSettings
 from slatelib.core.row import VALUE
 from slatelib.errors import InvalidArgumentError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.cli import main as slate
 from slatelib.errors import InvalidArgumentError
 from slatelib.ops.compaction.status_history import read_status_history

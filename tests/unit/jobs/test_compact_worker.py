@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, run
+from slatelib.jobs.compact import build_parser, run
 from slatelib.config import CompactionSettings, Settings, WorkerSettings
 from slatelib.core.compactions import CompactionStatus, DrainSegmentSpec
 from slatelib.core.row import VALUE

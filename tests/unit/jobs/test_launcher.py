@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jobs import launcher
+from slatelib.jobs import launcher
 
 
 def test_global_job_options_are_taken_from_anywhere_and_may_be_empty() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs import rescale as job
+from slatelib.jobs import rescale as job
 from slatelib import Db, DbReader
 from slatelib.config import Settings
 from slatelib.exit_codes import EXIT_DATA, EXIT_OK, EXIT_USAGE

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobs._common import DbTarget
+from slatelib.jobs._common import DbTarget
 from slatelib.errors import FencedError, InvalidArgumentError
 from slatelib.spark.isolation import run_isolated
 
