@@ -31,6 +31,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from slatelib.config import Settings
+from slatelib.errors import InvalidArgumentError
+from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.jobs._common import (
     DbTarget,
     add_common_args,
@@ -39,9 +42,6 @@ from slatelib.jobs._common import (
     resolve_targets,
     run_main,
 )
-from slatelib.config import Settings
-from slatelib.errors import InvalidArgumentError
-from slatelib.flags import add_compaction_args, parse_positive, parse_sources
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 from slatelib.spark.isolation import run_isolated

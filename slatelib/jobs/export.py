@@ -30,9 +30,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from slatelib.jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    run_main,
+    wal_store_arg,
+)
 from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report

@@ -34,10 +34,16 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from slatelib.jobs._common import DbTarget, add_common_args, counts_store_requests, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    resolve_targets,
+    run_main,
+)
 from slatelib.ops.gc import check_db_spelling, run_gc
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report

@@ -38,6 +38,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from slatelib.config import Settings, parse_duration
+from slatelib.core.rescale_plan import expand_template, parse_split_keys
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
+from slatelib.flags import whole_number
 from slatelib.jobs._common import (
     add_common_args,
     counts_store_requests,
@@ -45,11 +50,6 @@ from slatelib.jobs._common import (
     split_under_root,
     wal_store_arg,
 )
-from slatelib.config import Settings, parse_duration
-from slatelib.core.rescale_plan import expand_template, parse_split_keys
-from slatelib.errors import InvalidArgumentError, SlateError
-from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
-from slatelib.flags import whole_number
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.rescale import (

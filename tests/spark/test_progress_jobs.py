@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from slatelib.jobs.gc import build_parser, run
 from slatelib.config import load_settings
+from slatelib.jobs.gc import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.ops.progress import ProgressOutput, progress_output
 from tests.conftest import GOLDEN_DIR

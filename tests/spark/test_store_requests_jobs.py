@@ -91,8 +91,8 @@ def test_compact_job_reports_the_requests_the_server_counted(spark: Any,
 @pytest.mark.usefixtures("s3_env")
 def test_gc_job_reports_the_requests_the_server_counted(spark: Any, bucket: S3Bucket,
                                                         tmp_path: Path) -> None:
-    from slatelib.jobs.gc import build_parser, run
     from slatelib.config import load_settings
+    from slatelib.jobs.gc import build_parser, run
 
     db = upload(bucket, "gc_collected", "tenant/db")
     conf = tmp_path / "gc.toml"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from slatelib.jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib import DbReader, bulk_load, create_clone
 from slatelib.errors import InvalidArgumentError, SstMissingError
+from slatelib.jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib.objstore import open_store
 from slatelib.objstore.registry import set_store_defaults, store_defaults
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slatelib.jobs.compact import build_parser, run
 from slatelib.config import WriterSettings
 from slatelib.core.segments import trees
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import schedule_compaction

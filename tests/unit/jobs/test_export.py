@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slatelib.jobs.export import build_parser, export_args, main
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.export import build_parser, export_args, main
 
 
 def _args(*argv: str) -> object:
