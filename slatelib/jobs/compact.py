@@ -12,7 +12,7 @@ Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark t
 tasks are small picklable range specs, executors open their own store from the task's
 ``StoreSpec`` and upload their output SSTs; the driver plans, fences, records the compaction
 in ``compactions/`` and commits. Progress goes to stderr; the JSON report (stdout, and
-``--report FILE``; jobs/_common.py describes its top level) has, per database, the inputs, outputs, rows and bytes in and out, the
+``--report FILE``; slatelib/jobs/_common.py describes its top level) has, per database, the inputs, outputs, rows and bytes in and out, the
 versions and tombstones dropped, the seconds per phase and the throughput. Databases are
 isolated: one failing does not stop the others.
 

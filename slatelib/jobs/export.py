@@ -15,7 +15,7 @@ for Delta, Spark's Delta writer when delta-spark's classes load (an incremental 
 then a Delta MERGE run by Spark on the executors), else the Parquet files are committed with
 delta-rs. ``--mode incremental`` (Delta) applies only the changes since
 the checkpoint of the table's last export with a merge, and refuses when that checkpoint is
-gone or expired. The report (stdout, and ``--report FILE``; jobs/_common.py describes its
+gone or expired. The report (stdout, and ``--report FILE``; slatelib/jobs/_common.py describes its
 top level) names the checkpoint exported (id and manifest id), rows, bytes, files and time.
 
 Exit code: 0 on success; 2 invalid input (bad options, a target that is not a Delta table);

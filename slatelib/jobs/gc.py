@@ -15,7 +15,7 @@ Dry run is the default unless ``[gc] dry_run = false`` is configured or ``--no-d
 given (a directory's own dry run, ``[gc.wal_options] dry_run`` or ``--[no-]wal-dry-run``,
 wins over that default; :mod:`slatelib.ops.gc.flags`); a dry run writes every decision as a JSON line (``{"db": ..., "action": ...,
 "reason": ...}``) to stderr, or to ``--decisions FILE`` (``-``: stdout, before the report).
-The report (stdout, and ``--report FILE``; jobs/_common.py describes its top level) gives
+The report (stdout, and ``--report FILE``; slatelib/jobs/_common.py describes its top level) gives
 per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
 re-check), boundary moves, removed checkpoints, detached clones, refusals, errors and the
 time per phase. Exit code: 0 when every database succeeded, else the first failure's code
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The job's arguments (the common ones of ``jobs/_common.py`` plus GC's)."""
+    """The job's arguments (the common ones of ``slatelib/jobs/_common.py`` plus GC's)."""
     p = argparse.ArgumentParser(prog="jobs/gc.py", description=__doc__.split("\n\n")[0])
     add_common_args(p)
     add_gc_args(p)  # the flags of `slate gc` too (slatelib/ops/gc/flags.py)

@@ -77,7 +77,7 @@ SPARK_VALUE_OPTIONS = {
 """slate-spark's Spark options -> the spark-submit option each becomes (None: expanded)."""
 
 GLOBAL_JOB_OPTIONS = ("--wal-store",)
-"""Options of every job (``jobs/_common.py`` ``add_common_args``) that slate-spark also takes
+"""Options of every job (``slatelib/jobs/_common.py`` ``add_common_args``) that slate-spark also takes
 before the job's name; they are handed to the job."""
 
 

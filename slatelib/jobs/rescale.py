@@ -21,7 +21,7 @@ executors what those tasks could not vouch for (one Spark job, one task per chun
 both sides; a rerun after a crash, for example), detaches the targets and releases the
 sources.
 A rerun of the same command resumes a job that was interrupted. The JSON report goes to
-stdout (and ``--report FILE``; jobs/_common.py describes its top level: ``databases`` has
+stdout (and ``--report FILE``; slatelib/jobs/_common.py describes its top level: ``databases`` has
 one entry per source and target, with its role), a one-line summary to stderr.
 
 Exit code (slatelib/exit_codes.py): 0 done, 2 invalid input (bad keys, template, a target
