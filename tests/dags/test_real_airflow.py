@@ -25,7 +25,7 @@ from slatelib.objstore import open_store, split_db_url
 from slatelib.store.manifest_store import ManifestStore
 from tests.dags.airflow_env import probe
 
-pytestmark = pytest.mark.dags
+pytestmark = [pytest.mark.dags, pytest.mark.timeout(1200)]  # the fixture runs 8 DAG runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
