@@ -5,9 +5,10 @@ Every DAG is ``plan >> [<job>, <job>_spark]``:
 
 - ``plan`` (a branch) reads the params and the Airflow Variables, and either skips the run
   (no database configured: a clean skip, not a failure and a retry), fails it without retry
-  with a message that says what to set (no project directory, no ``jobs/`` in it, a missing
-  executor environment, a runner whose spark-submit cannot start: :func:`check_runner`),
-  or pushes the job's arguments (XCom ``plan``) and picks the runner;
+  with a message that says what to set (a project directory without ``jobs/``, no slatelib
+  installed, a missing executor environment, a runner whose spark-submit cannot start:
+  :func:`check_runner`), or pushes the job's arguments (XCom ``plan``) and picks the
+  runner;
 - ``<job>`` runs ``spark-submit`` in a shell (``BashOperator``; no provider needed);
 - ``<job>_spark`` runs it through ``SparkSubmitOperator`` with a Spark connection
   (``spark_conn_id``, default ``spark_default``); present only when
@@ -20,8 +21,16 @@ cannot start fails its task without retry (:func:`fail_if_permanent`).
 
 Variables (all optional, a param set for the run wins):
 
-- ``slatelib_project_dir``: the slatelib checkout on the workers (``jobs/``, ``conf/`` and,
-  if present, ``.venv`` are found there); required unless the ``project_dir`` param is set;
+- ``slatelib_project_dir``: a slatelib checkout on the workers (``jobs/``, ``conf/`` and,
+  if present, ``.venv`` are found there). Optional: without it (and without the
+  ``project_dir`` param) the run uses the slatelib installed in the ``python`` param's
+  interpreter (default: Airflow's own), spark-submit runs that package's job module
+  (``slatelib/jobs/<job>.py``), the spark-submit next to that interpreter (else the one on
+  ``PATH``), the code defaults of the settings (no ``conf/base.toml``; absolute
+  ``conf_files`` still apply), executors run the driver's Python unless ``executor_env``
+  names a packed env by absolute path, and the export's jars come as ``--packages`` of the
+  installed ``slatelib/spark/jars.lock``. Relative paths then fail the run, as nothing
+  anchors them;
 - ``slatelib_databases``: the databases, a JSON list or one per line;
 - ``slatelib_dbs_file``: a file with one database per line.
 
@@ -35,11 +44,14 @@ WAL store of every database without one of its own.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -149,7 +161,8 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
     plus the job's ``own``; ``selection``: also the database selection."""
     params: dict[str, Any] = {
         "project_dir": Param("", type="string", description=(
-            f"slatelib checkout on the worker; empty: Variable {VAR_PROJECT_DIR}")),
+            f"slatelib checkout on the worker; empty: Variable {VAR_PROJECT_DIR}, and "
+            "without it the installed slatelib (of the python param's interpreter)")),
         "runner": Param(RUNNERS[0], type="string", enum=RUNNERS, description=(
             "spark_submit_operator (SparkSubmitOperator, Spark connection) or bash "
             "(spark-submit in a shell)")),
@@ -157,20 +170,23 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
                                description="spark_submit_operator: the Spark connection"),
         "spark_submit": Param("", type="string", description=(
             "bash: the spark-submit to run; empty: <project_dir>/.venv/bin/spark-submit "
-            "if present, else spark-submit on PATH")),
+            "(without project_dir: the one next to the driver's Python) if present, else "
+            "spark-submit on PATH")),
         "spark_submit_args": Param("", type="string", description=(
             "bash: extra spark-submit options, e.g. --master yarn --deploy-mode client")),
         "spark_conf": Param({}, type="object", description="extra Spark properties"),
         "python": Param("", type="string", description=(
-            "the driver's Python; empty: <project_dir>/.venv/bin/python if present")),
+            "the driver's Python; empty: <project_dir>/.venv/bin/python if present, and "
+            "without project_dir Airflow's own Python (where slatelib must be installed)")),
         "jars": Param(JARS_AUTO, type="string", description=(
             "jars for spark-submit's --jars: auto (the export's: the checkout's fetched "
             "Delta jars from make jars, and the S3A ones for an s3:// target), a comma-"
             "separated list of paths, or empty for none (spark_submit_args --packages ...)")),
         "executor_env": Param(EXECUTOR_ENV, type="string", description=(
             "packed venv for the executors (make package-executor-env), relative to "
-            "project_dir; empty: executors use the driver's Python (local masters, or "
-            "nodes with slatelib installed)")),
+            "project_dir (without project_dir: an absolute path, else none); empty: "
+            "executors use the driver's Python (local masters, or nodes with slatelib "
+            "installed)")),
     }
     if selection:
         params.update({
@@ -190,7 +206,9 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
             "SlateDB's with_wal_object_store); empty: the conf files' [object_store] "
             "wal_store")),
         "conf_files": Param(["conf/base.toml"], type="array", items={"type": "string"},
-                            description="settings TOML files, relative to project_dir"),
+                            description=("settings TOML files, relative to project_dir "
+                                         "(without it: absolute; the default is then "
+                                         "skipped and the code defaults apply)")),
         "env_files": Param([], type="array", items={"type": "string"}, description=(
             "env files (--env-file: SLATELIB_*/AWS_* variables such as the store's "
             "credentials), relative to project_dir; the job passes them on to the "
@@ -202,11 +220,32 @@ def common_params(*, selection: bool, **own: Any) -> dict[str, Any]:
     return params
 
 
+DEFAULT_CONF_FILES = ("conf/base.toml",)
+"""The checkout's default settings files (skipped without a checkout: the code defaults
+are the same)."""
+
 JARS_AUTO = "auto"
 JARS_LOCK = "slatelib/spark/jars.lock"
 JOB_JAR_FEATURES = {"export": ("delta",)}
 """Per job, the jar features (slatelib/spark/jars.lock) spark-submit needs; s3a is added for
 an S3 target."""
+
+
+def locked_coordinates(lock: Path, job: str, argv: list[str]) -> list[str]:
+    """The Maven coordinates (``group:artifact:version``) of the job's jar features in the
+    lock file ``lock`` (none if it is absent), with the S3A ones when ``--to`` is on S3."""
+    features = set(JOB_JAR_FEATURES.get(job, ()))
+    if not features or not lock.is_file():
+        return []
+    to = argv[argv.index("--to") + 1] if "--to" in argv[:-1] else ""
+    if to.startswith(("s3://", "s3a://")):
+        features.add("s3a")
+    out: list[str] = []
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) == 3 and fields[2] in features:
+            out.append(fields[0])
+    return out
 
 
 def job_jars(project: Path, job: str, argv: list[str], given: str) -> list[str]:
@@ -216,21 +255,9 @@ def job_jars(project: Path, job: str, argv: list[str], given: str) -> list[str]:
     says to run ``make jars``."""
     if given != JARS_AUTO:
         return [j.strip() for j in given.split(",") if j.strip()]
-    features = set(JOB_JAR_FEATURES.get(job, ()))
-    if not features:
-        return []
-    to = argv[argv.index("--to") + 1] if "--to" in argv[:-1] else ""
-    if to.startswith(("s3://", "s3a://")):
-        features.add("s3a")
-    lock = project / JARS_LOCK
-    if not lock.is_file():
-        return []
     out: list[str] = []
-    for line in lock.read_text(encoding="utf-8").splitlines():
-        fields = line.split("#", 1)[0].split()
-        if len(fields) != 3 or fields[2] not in features:
-            continue
-        _, artifact, version = fields[0].split(":")
+    for coordinates in locked_coordinates(project / JARS_LOCK, job, argv):
+        _, artifact, version = coordinates.split(":")
         path = project / "build" / "jars" / f"{artifact}-{version}.jar"
         if not path.is_file():
             raise AirflowFailException(
@@ -240,13 +267,23 @@ def job_jars(project: Path, job: str, argv: list[str], given: str) -> list[str]:
     return out
 
 
-def _under(project: Path, path: str) -> str:
-    return str(project / path) if path and not os.path.isabs(path) else path
+def _under(project: Path | None, path: str, what: str = "path") -> str:
+    """``path`` under ``project`` when it is relative; without a project, a relative path
+    fails the run (nothing anchors it)."""
+    if not path or os.path.isabs(path):
+        return path
+    if project is None:
+        raise AirflowFailException(
+            f"{what} {path!r} is relative, and no slatelib project directory is set "
+            f"(Variable {VAR_PROJECT_DIR} or the project_dir param): give an absolute path")
+    return str(project / path)
 
 
-def selection_args(params: dict[str, Any], project: Path | None = None) -> list[str]:
+def selection_args(params: dict[str, Any], project: Path | None = None, *,
+                   resolve: bool = False) -> list[str]:
     """``--db``/``--dbs-file``/``--discover`` from the params, else the Variables; empty
-    when nothing names a database."""
+    when nothing names a database. ``resolve``: a relative ``dbs_file`` is taken under
+    ``project`` (an error without one)."""
     databases = [database_entry(d, "param databases") for d in params.get("databases") or []]
     dbs_file = params.get("dbs_file") or ""
     discover = params.get("discover") or ""
@@ -255,20 +292,18 @@ def selection_args(params: dict[str, Any], project: Path | None = None) -> list[
         dbs_file = get_variable(VAR_DBS_FILE) or ""
     argv = [a for db in databases for a in ("--db", db)]
     if dbs_file:
-        argv += ["--dbs-file", _under(project, dbs_file) if project else dbs_file]
+        argv += ["--dbs-file", _under(project, dbs_file, "dbs_file") if resolve else dbs_file]
     if discover:
         argv += ["--discover", discover]
     return argv
 
 
-def project_dir(params: dict[str, Any]) -> Path:
-    """The slatelib checkout: the param, else the Variable; fails (no retry) if neither is
-    set or it holds no ``jobs/``."""
+def project_dir(params: dict[str, Any]) -> Path | None:
+    """The slatelib checkout: the param, else the Variable, else None (the installed
+    package runs); fails (no retry) if it holds no ``jobs/``."""
     where = params.get("project_dir") or get_variable(VAR_PROJECT_DIR)
     if not where:
-        raise AirflowFailException(
-            f"no slatelib project directory: set the Airflow Variable {VAR_PROJECT_DIR} "
-            "(or the project_dir param) to the checkout on the workers")
+        return None
     project = Path(where)
     if not (project / "jobs").is_dir():
         raise AirflowFailException(
@@ -277,11 +312,42 @@ def project_dir(params: dict[str, Any]) -> Path:
     return project
 
 
+FIND_SLATELIB = ("import importlib.util as u; s = u.find_spec('slatelib'); "
+                 "print((s.submodule_search_locations or [''])[0] if s else '')")
+"""Prints the directory of the installed slatelib package (without importing it)."""
+
+
+def installed_slatelib(python: str) -> Path:
+    """The directory of the slatelib package installed for ``python`` (this interpreter
+    when it is empty or this one): found without importing it; fails (no retry) when
+    slatelib is not installed there."""
+    if python and python != sys.executable:
+        try:
+            proc = subprocess.run([python, "-c", FIND_SLATELIB], capture_output=True,
+                                  text=True, timeout=120, check=False)
+            where = proc.stdout.strip() if proc.returncode == 0 else ""
+        except OSError as exc:
+            raise AirflowFailException(f"the python param {python!r} cannot start: {exc}") \
+                from exc
+    else:
+        spec = importlib.util.find_spec("slatelib")
+        where = (spec.submodule_search_locations or [""])[0] if spec else ""
+    package = Path(where) if where else None
+    if package is None or not (package / "jobs").is_dir():
+        raise AirflowFailException(
+            f"slatelib is not installed for {python or sys.executable} (pip install "
+            "'slatelib[spark]' there, or trigger with the python param naming an interpreter "
+            f"that has it), and no project directory is set (Variable {VAR_PROJECT_DIR} or "
+            "the project_dir param: a slatelib checkout on the workers)")
+    return package
+
+
 def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: bool,
              ) -> dict[str, Any]:
-    """What the run task needs: ``project_dir``, ``application``, ``argv`` (without
-    ``--report``), ``python``, ``executor_env``. Raises AirflowSkipException when the
-    DAG selects databases and none is configured."""
+    """What the run task needs: ``project_dir`` (``""``: the installed package),
+    ``application``, ``argv`` (without ``--report``), ``python``, ``executor_env``,
+    ``jars`` and ``packages``. Raises AirflowSkipException when the DAG selects databases
+    and none is configured."""
     argv: list[str] = []
     if selection:
         argv = selection_args(params)
@@ -291,32 +357,55 @@ def job_plan(job: str, params: dict[str, Any], own_args: ArgsFn, *, selection: b
                 f"list or one URL per line) or {VAR_DBS_FILE}, or trigger with "
                 '{"databases": [...]} / "dbs_file" / "discover"')
     project = project_dir(params)
-    application = project / "jobs" / f"{job}.py"
-    if not application.is_file():
-        raise AirflowFailException(f"{application} is missing: is {project} a slatelib checkout?")
+    python = params.get("python") or ""
+    if project is not None:
+        application = project / "jobs" / f"{job}.py"
+        if not application.is_file():
+            raise AirflowFailException(
+                f"{application} is missing: is {project} a slatelib checkout?")
+        if not python and (project / ".venv/bin/python").is_file():
+            python = str(project / ".venv/bin/python")
+    else:
+        python = python or sys.executable
+        package = installed_slatelib(python)
+        application = package / "jobs" / f"{job}.py"
+        if not application.is_file():
+            raise AirflowFailException(f"{application} is missing: the installed slatelib "
+                                       f"at {package} has no job {job!r}")
     # The job's own first: rescale's subcommand precedes every option.
-    argv = own_args(params) + (selection_args(params, project) if selection else [])
+    argv = own_args(params) + (selection_args(params, project, resolve=True)
+                               if selection else [])
     if params.get("store_root"):
         argv += ["--store-root", params["store_root"]]
     if params.get("wal_store"):
         argv += ["--wal-store", params["wal_store"]]
     for conf in params.get("conf_files") or []:
-        argv += ["--conf", _under(project, conf)]
+        if project is None and conf in DEFAULT_CONF_FILES:
+            continue  # the checkout's defaults; the installed package has the same in code
+        argv += ["--conf", _under(project, conf, "conf file")]
     for env_file in params.get("env_files") or []:
-        argv += ["--env-file", _under(project, env_file)]
-    python = params.get("python") or ""
-    if not python and (project / ".venv/bin/python").is_file():
-        python = str(project / ".venv/bin/python")
+        argv += ["--env-file", _under(project, env_file, "env file")]
     env = params.get("executor_env") or ""
-    if env:
-        env = _under(project, env)
+    if env and not (project is None and env == EXECUTOR_ENV):
+        env = _under(project, env, "executor_env")
         if not os.path.isfile(env):
+            where = f"in {project}" if project is not None else "(docs/cluster.md)"
             raise AirflowFailException(
-                f"executor environment {env} is missing: run `make package-executor-env` in "
-                f"{project}, or trigger with executor_env \"\" for a local master")
-    jars = job_jars(project, job, argv, str(params.get("jars", JARS_AUTO) or ""))
-    return {"project_dir": str(project), "application": str(application), "argv": argv,
-            "python": python, "executor_env": env, "jars": jars}
+                f"executor environment {env} is missing: run `make package-executor-env` "
+                f"{where}, or trigger with executor_env \"\" for a local master")
+    else:
+        env = "" if project is None else env
+    given_jars = str(params.get("jars", JARS_AUTO) or "")
+    packages: list[str] = []
+    if project is not None or given_jars != JARS_AUTO:
+        jars = job_jars(project or Path("/"), job, argv, given_jars)
+    else:  # no fetched jars without a checkout: spark-submit resolves the pinned ones
+        jars = []
+        packages = locked_coordinates(application.parent.parent / "spark" / "jars.lock",
+                                      job, argv)
+    return {"project_dir": "" if project is None else str(project),
+            "application": str(application), "argv": argv, "python": python,
+            "executor_env": env, "jars": jars, "packages": packages}
 
 
 def _plan_callable(job: str, own_args: ArgsFn, selection: bool, task_id: str,
@@ -377,7 +466,8 @@ class _JobTask:
 
 
 class SlatelibBashOperator(_JobTask, BashOperator):
-    """``spark-submit`` of the planned job in a shell, from the project directory."""
+    """``spark-submit`` of the planned job in a shell, from the project directory (if
+    any)."""
 
     def __init__(self, *, report_name: Any, **kwargs: Any) -> None:
         super().__init__(bash_command="true", **kwargs)
@@ -386,11 +476,8 @@ class SlatelibBashOperator(_JobTask, BashOperator):
     def execute(self, context: Any) -> Any:
         plan = self._plan(context)
         params = context["params"]
-        project = Path(plan["project_dir"])
-        submit = params.get("spark_submit") or ""
-        if not submit:
-            local = project / ".venv/bin/spark-submit"
-            submit = str(local) if local.is_file() else "spark-submit"
+        project = Path(plan["project_dir"]) if plan["project_dir"] else None
+        submit = bash_spark_submit(plan, params)
         path, keep = _report_path(context, self._name(context))
         cmd = [submit, *shlex.split(params.get("spark_submit_args") or "")]
         for key, value in _spark_conf(plan, params).items():
@@ -399,9 +486,12 @@ class SlatelibBashOperator(_JobTask, BashOperator):
             cmd += ["--archives", plan["executor_env"] + "#env"]
         if plan.get("jars"):
             cmd += ["--jars", ",".join(plan["jars"])]
+        if plan.get("packages"):
+            cmd += ["--packages", ",".join(plan["packages"])]
         cmd += [plan["application"], *plan["argv"], "--report", path]
         self.bash_command = shlex.join(cmd)
-        self.cwd = str(project)
+        if project is not None:
+            self.cwd = str(project)
         self.env = {**(self.env or {}), **_driver_env(plan)}
         self.append_env = True
         try:
@@ -456,6 +546,8 @@ if SparkSubmitOperator is not None:
                 self._archives = plan["executor_env"] + "#env"
             if plan.get("jars"):
                 self.jars = ",".join(plan["jars"])
+            if plan.get("packages"):
+                self._packages = ",".join(plan["packages"])
             self._conn_id = params.get("spark_conn_id") or "spark_default"
             self.env_vars = {**(self.env_vars or {}), **_driver_env(plan)}
             self._hook = None

@@ -161,8 +161,8 @@ def worker_main(master: str, src: Path, repeat: int) -> None:
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).map(_warm_up).collect()
     session_s = time.perf_counter() - t0
-    from jobs.compact import build_parser, run
     from slatelib.config import Settings
+    from slatelib.jobs.compact import build_parser, run
 
     jobs = []
     for i in range(repeat + 1):  # the first job warms the workers up: reported, not counted

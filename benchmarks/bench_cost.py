@@ -275,8 +275,8 @@ def official_compaction(bucket: S3Bucket, baseline: S3Bucket) -> tuple[Count, Co
 
 
 def our_compaction(spark: Any, bucket: S3Bucket, conf: Path) -> tuple[Count, dict[str, Any]]:
-    from jobs.compact import build_parser, run
     from slatelib.config import load_settings
+    from slatelib.jobs.compact import build_parser, run
 
     args = build_parser().parse_args(["--db", f"{bucket.url}/{DB}", "--policy", "l0",
                                       "--conf", str(conf)])

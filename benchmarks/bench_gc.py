@@ -37,11 +37,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from jobs.gc import build_parser  # noqa: E402
-from jobs.gc import run as run_job  # noqa: E402
 from slatelib.config import load_settings  # noqa: E402
 from slatelib.format.manifest_codec import encode_manifest  # noqa: E402
 from slatelib.ids import ulid_to_str  # noqa: E402
+from slatelib.jobs.gc import build_parser  # noqa: E402
+from slatelib.jobs.gc import run as run_job  # noqa: E402
 from slatelib.objstore import ObjectStore, open_store  # noqa: E402
 from slatelib.paths import DbPaths  # noqa: E402
 from slatelib.spark.session import build_spark  # noqa: E402

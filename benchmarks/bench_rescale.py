@@ -315,8 +315,8 @@ def rescale_args(command: str, root: Path, into: int) -> list[str]:
 
 def dry_run_keys(src: Path, into: int) -> list[str]:
     """The split keys our job chooses (a dry run, on a copy: nothing is written)."""
-    from jobs._common import settings_from
-    from jobs.rescale import build_parser, run
+    from slatelib.jobs._common import settings_from
+    from slatelib.jobs.rescale import build_parser, run
 
     root = copy_source(src, "dry-run")
     args = build_parser().parse_args([*rescale_args("split", root, into), "--dry-run"])
@@ -352,8 +352,8 @@ def worker_main(src: Path, repeat: int, into: int) -> None:
     slots = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(slots), slots).map(_warm_up).collect()
     session_s = time.perf_counter() - t0
-    from jobs._common import settings_from
-    from jobs.rescale import build_parser, run
+    from slatelib.jobs._common import settings_from
+    from slatelib.jobs.rescale import build_parser, run
 
     runs = []
     for i in range(repeat + 1):

@@ -206,7 +206,7 @@ def verify_official(store: Any, model: dict[bytes, bytes | None]) -> None:
 def run_job(job: str, args: list[str], env: dict[str, str], report: Path) -> dict[str, Any]:
     """``slate-spark JOB ARGS --report FILE``; returns the report (raises on failure)."""
     exe = BIN / "slate-spark"
-    cmd = ([str(exe)] if exe.exists() else [sys.executable, "-m", "jobs.launcher"])
+    cmd = ([str(exe)] if exe.exists() else [sys.executable, "-m", "slatelib.jobs.launcher"])
     cmd += [job, *args, "--report", str(report)]
     shown = " ".join(shlex.quote(c) for c in [Path(cmd[0]).name, *cmd[1:]])
     print(f"\n$ {shown}", flush=True)

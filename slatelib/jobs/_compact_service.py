@@ -20,11 +20,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.core.compaction_plan import Policy
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
+from slatelib.jobs._common import resolve_targets
 from slatelib.metrics.output import StatsTarget, serving_metrics
 from slatelib.objstore import ObjectStore, resolve_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome

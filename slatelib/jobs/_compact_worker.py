@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import resolve_targets
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_positive
+from slatelib.jobs._common import resolve_targets
 from slatelib.metrics.output import StatsTarget, serving_metrics
 from slatelib.objstore import ObjectStore
 from slatelib.ops.compaction import CompactionTask, TaskOutcome

@@ -12,7 +12,7 @@ Each database runs :func:`slatelib.ops.compaction.run_compaction` with a Spark t
 tasks are small picklable range specs, executors open their own store from the task's
 ``StoreSpec`` and upload their output SSTs; the driver plans, fences, records the compaction
 in ``compactions/`` and commits. Progress goes to stderr; the JSON report (stdout, and
-``--report FILE``; jobs/_common.py describes its top level) has, per database, the inputs, outputs, rows and bytes in and out, the
+``--report FILE``; slatelib/jobs/_common.py describes its top level) has, per database, the inputs, outputs, rows and bytes in and out, the
 versions and tombstones dropped, the seconds per phase and the throughput. Databases are
 isolated: one failing does not stop the others.
 
@@ -31,7 +31,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
+from slatelib.config import Settings
+from slatelib.errors import InvalidArgumentError
+from slatelib.flags import (
+    add_compaction_args,
+    parse_args_suggesting,
+    parse_positive,
+    parse_sources,
+)
+from slatelib.jobs._common import (
     DbTarget,
     add_common_args,
     counts_store_requests,
@@ -39,9 +47,6 @@ from jobs._common import (
     resolve_targets,
     run_main,
 )
-from slatelib.config import Settings
-from slatelib.errors import InvalidArgumentError
-from slatelib.flags import add_compaction_args, parse_args_suggesting, parse_positive, parse_sources
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction, run_compaction_task
 from slatelib.ops.job_report import compact_db_fields, compact_headline, compact_report
 from slatelib.spark.isolation import run_isolated
@@ -105,11 +110,11 @@ def run(spark: SparkSession | None, settings: Settings, args: argparse.Namespace
         InvalidArgumentError: bad options or no database given (before any database runs).
     """
     if args.worker:
-        from jobs._compact_worker import run_worker
+        from slatelib.jobs._compact_worker import run_worker
 
         return run_worker(spark, settings, args, task_fn)
     if args.service:
-        from jobs._compact_service import run_service
+        from slatelib.jobs._compact_service import run_service
 
         return run_service(spark, settings, args, task_fn)
     check_one_shot_args(args)

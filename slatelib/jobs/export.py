@@ -15,7 +15,7 @@ for Delta, Spark's Delta writer when delta-spark's classes load (an incremental 
 then a Delta MERGE run by Spark on the executors), else the Parquet files are committed with
 delta-rs. ``--mode incremental`` (Delta) applies only the changes since
 the checkpoint of the table's last export with a merge, and refuses when that checkpoint is
-gone or expired. The report (stdout, and ``--report FILE``; jobs/_common.py describes its
+gone or expired. The report (stdout, and ``--report FILE``; slatelib/jobs/_common.py describes its
 top level) names the checkpoint exported (id and manifest id), rows, bytes, files and time.
 
 Exit code: 0 on success; 2 invalid input (bad options, a target that is not a Delta table);
@@ -30,10 +30,16 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, counts_store_requests, run_main, wal_store_arg
 from slatelib.config import Settings, parse_duration
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_args_suggesting
+from slatelib.jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    run_main,
+    wal_store_arg,
+)
 from slatelib.objstore.registry import s3_access
 from slatelib.ops.export.arrow_rows import DECODINGS, parse_columns
 from slatelib.ops.export.report import export_headline, export_report

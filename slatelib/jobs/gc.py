@@ -15,7 +15,7 @@ Dry run is the default unless ``[gc] dry_run = false`` is configured or ``--no-d
 given (a directory's own dry run, ``[gc.wal_options] dry_run`` or ``--[no-]wal-dry-run``,
 wins over that default; :mod:`slatelib.ops.gc.flags`); a dry run writes every decision as a JSON line (``{"db": ..., "action": ...,
 "reason": ...}``) to stderr, or to ``--decisions FILE`` (``-``: stdout, before the report).
-The report (stdout, and ``--report FILE``; jobs/_common.py describes its top level) gives
+The report (stdout, and ``--report FILE``; slatelib/jobs/_common.py describes its top level) gives
 per database the objects and bytes per kind (listed, kept, to delete, deleted, kept on the
 re-check), boundary moves, removed checkpoints, detached clones, refusals, errors and the
 time per phase. Exit code: 0 when every database succeeded, else the first failure's code
@@ -34,11 +34,17 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from jobs._common import DbTarget, add_common_args, counts_store_requests, resolve_targets, run_main
 from slatelib.config import Settings
 from slatelib.core.gc_rules import GcDecision
 from slatelib.errors import InvalidArgumentError
 from slatelib.flags import parse_args_suggesting
+from slatelib.jobs._common import (
+    DbTarget,
+    add_common_args,
+    counts_store_requests,
+    resolve_targets,
+    run_main,
+)
 from slatelib.ops.gc import check_db_spelling, run_gc
 from slatelib.ops.gc.flags import add_gc_args, gc_options_from_args
 from slatelib.ops.job_report import gc_db_fields, gc_headline, gc_report
@@ -49,7 +55,7 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The job's arguments (the common ones of ``jobs/_common.py`` plus GC's)."""
+    """The job's arguments (the common ones of ``slatelib/jobs/_common.py`` plus GC's)."""
     p = argparse.ArgumentParser(prog="jobs/gc.py", description=__doc__.split("\n\n")[0])
     add_common_args(p)
     add_gc_args(p)  # the flags of `slate gc` too (slatelib/ops/gc/flags.py)

@@ -43,10 +43,10 @@ from collections.abc import Sequence
 from slatelib.spark.session import SUBMIT_ARGS_ENV
 
 JOBS = {
-    "compact": "jobs.compact",
-    "gc": "jobs.gc",
-    "rescale": "jobs.rescale",
-    "export": "jobs.export",
+    "compact": "slatelib.jobs.compact",
+    "gc": "slatelib.jobs.gc",
+    "rescale": "slatelib.jobs.rescale",
+    "export": "slatelib.jobs.export",
 }
 """Subcommand -> job module."""
 
@@ -77,7 +77,7 @@ SPARK_VALUE_OPTIONS = {
 """slate-spark's Spark options -> the spark-submit option each becomes (None: expanded)."""
 
 GLOBAL_JOB_OPTIONS = ("--wal-store",)
-"""Options of every job (``jobs/_common.py`` ``add_common_args``) that slate-spark also takes
+"""Options of every job (``slatelib/jobs/_common.py`` ``add_common_args``) that slate-spark also takes
 before the job's name; they are handed to the job."""
 
 

@@ -21,7 +21,7 @@ executors what those tasks could not vouch for (one Spark job, one task per chun
 both sides; a rerun after a crash, for example), detaches the targets and releases the
 sources.
 A rerun of the same command resumes a job that was interrupted. The JSON report goes to
-stdout (and ``--report FILE``; jobs/_common.py describes its top level: ``databases`` has
+stdout (and ``--report FILE``; slatelib/jobs/_common.py describes its top level: ``databases`` has
 one entry per source and target, with its role), a one-line summary to stderr.
 
 Exit code (slatelib/exit_codes.py): 0 done, 2 invalid input (bad keys, template, a target
@@ -38,18 +38,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs._common import (
+from slatelib.config import Settings, parse_duration
+from slatelib.core.rescale_plan import expand_template, parse_split_keys
+from slatelib.errors import InvalidArgumentError, SlateError
+from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
+from slatelib.flags import parse_args_suggesting, whole_number
+from slatelib.jobs._common import (
     add_common_args,
     counts_store_requests,
     run_main,
     split_under_root,
     wal_store_arg,
 )
-from slatelib.config import Settings, parse_duration
-from slatelib.core.rescale_plan import expand_template, parse_split_keys
-from slatelib.errors import InvalidArgumentError, SlateError
-from slatelib.exit_codes import EXIT_ERROR, EXIT_OK, exit_code_for
-from slatelib.flags import parse_args_suggesting, whole_number
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome
 from slatelib.ops.rescale import (

@@ -66,7 +66,7 @@ def job_report(job: str, code: int, *, totals: dict[str, Any], databases: list[d
     report: dict[str, Any] = {"job": job, "status": exit_name(code),
                               "headline": "", "seconds": round(seconds, 3), **extra,
                               "totals": totals, "databases": databases}
-    if "store_requests" in report:  # last, as the jobs add it (jobs/_common.py)
+    if "store_requests" in report:  # last, as the jobs add it (slatelib/jobs/_common.py)
         report["store_requests"] = report.pop("store_requests")
     if headline is not None:
         report["headline"] = headline(report)

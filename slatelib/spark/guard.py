@@ -26,8 +26,9 @@ MISMATCH_MARK = "SLATELIB_EXECUTOR_MISMATCH:"
 """Starts the message of every refusal, so the driver finds it in Spark's error."""
 
 PACKAGES = ("slatelib",)
-"""The packages whose sources make a build: what runs on executors. ``jobs/`` parses
-arguments on the driver only; everything a task needs is in slatelib."""
+"""The packages whose sources make a build: what runs on executors. Everything a task needs
+is in slatelib (the jobs too, ``slatelib/jobs/``; the checkout's ``jobs/`` entry scripts
+only call them and are not part of a build)."""
 
 _CACHE = "_slatelib_executor_guard_cache"
 """A module in ``sys.modules`` that keeps this process's build across tasks (this module's

@@ -54,7 +54,7 @@ LOG4J_CONF = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
 """The shipped log4j2 file of a checkout (``conf/`` beside ``slatelib/``; absent in a wheel)."""
 LOG_LEVEL_ENV = "SLATELIB_SPARK_LOG_LEVEL"
 SUBMIT_ARGS_ENV = "SLATELIB_SPARK_SUBMIT_ARGS"
-"""slate-spark's Spark options for the driver JVM's launch (shell-quoted; ``jobs/launcher.py``)."""
+"""slate-spark's Spark options for the driver JVM's launch (shell-quoted; ``slatelib/jobs/launcher.py``)."""
 _LOG4J_PROPS = ("log4j.configurationFile", "log4j2.configurationFile")
 
 

@@ -6,7 +6,7 @@ ranges run on the executors by :class:`~slatelib.spark.compaction.SparkTaskRunne
 SIGTERM and SIGINT stop them: the worker hands running jobs back to their coordinators
 (Scheduled); the service stops, and a second signal abandons the running compactions and
 cancels their Spark jobs. Without Spark (tests) the key ranges run on threads. The flags
-are parsed by ``jobs/_compact_worker.py`` and ``jobs/_compact_service.py``.
+are parsed by ``slatelib/jobs/_compact_worker.py`` and ``slatelib/jobs/_compact_service.py``.
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser
+from slatelib.jobs.compact import build_parser
 from tests.dags.fake_airflow import ROOT, FailRun, SkipRun, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags
@@ -93,7 +96,7 @@ def test_databases_come_from_the_variable_as_json_or_lines(
 def test_a_database_entry_names_its_wal_store_and_the_job_resolves_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobs._common import resolve_targets
+    from slatelib.jobs._common import resolve_targets
 
     own = {"db": "s3://b/x", "wal_store": "s3://express--x"}
     args = args_for(monkeypatch, databases=["s3://b/plain", own, {"db": "s3://b/none",
@@ -113,11 +116,10 @@ def test_a_database_entry_names_its_wal_store_and_the_job_resolves_it(
         args_for(monkeypatch, databases=[{"db": "s3://b/x", "wal": "s3://w"}])
 
 
-def test_no_database_skips_and_no_project_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_database_skips_and_a_wrong_project_fails_clearly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SkipRun, match="slatelib_databases"):
         args_for(monkeypatch)
-    with pytest.raises(FailRun, match="slatelib_project_dir"):
-        args_for(monkeypatch, databases=["s3://b/x"], project_dir="")
     project = args_for(monkeypatch, {"slatelib_project_dir": str(ROOT)}, databases=["s3://b/x"],
                        project_dir="")
     assert project.db == ["s3://b/x"]
@@ -125,3 +127,83 @@ def test_no_database_skips_and_no_project_fails_clearly(monkeypatch: pytest.Monk
         args_for(monkeypatch, databases=["s3://b/x"], project_dir="/")
     with pytest.raises(FailRun, match="make package-executor-env"):
         args_for(monkeypatch, databases=["s3://b/x"], executor_env="dist/absent.tar.gz")
+
+
+def installed_plan(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> dict[str, Any]:
+    """The plan of a run with neither the Variable slatelib_project_dir nor the param."""
+    dag, common, module = load_dag(monkeypatch, DAG_FILE)
+    return plan(dag, common, module.compact_args, job="compact",
+                **{"project_dir": "", "executor_env": EXECUTOR_ENV_DEFAULT, **overrides})
+
+
+EXECUTOR_ENV_DEFAULT = "dist/slatelib-executor-env.tar.gz"
+
+
+def test_without_a_project_the_installed_package_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No slatelib_project_dir: the job module of the slatelib this Python has installed
+    (here the one on sys.path), run by this interpreter, with the code's default settings;
+    the default executor env (relative to a checkout) is dropped; absolute paths apply."""
+    import slatelib.jobs.compact as installed
+
+    planned = installed_plan(monkeypatch, databases=["s3://b/x"])
+    assert planned["project_dir"] == ""
+    assert planned["application"] == str(Path(installed.__file__).resolve())
+    assert planned["application"] != str(ROOT / "jobs" / "compact.py")
+    assert planned["python"] == sys.executable and planned["executor_env"] == ""
+    assert planned["jars"] == [] and planned["packages"] == []
+    args = build_parser().parse_args(job_argv(planned))
+    assert args.db == ["s3://b/x"] and args.conf == []  # conf/base.toml: the code defaults
+    env = ROOT / "dist" / "for-test.tar.gz"
+    given = installed_plan(monkeypatch, databases=["s3://b/x"],
+                           conf_files=["conf/base.toml", "/etc/slatelib/prod.toml"],
+                           executor_env=str(ROOT / "pyproject.toml"))
+    assert build_parser().parse_args(job_argv(given)).conf == ["/etc/slatelib/prod.toml"]
+    assert given["executor_env"] == str(ROOT / "pyproject.toml")
+    for bad in ({"conf_files": ["conf/prod.toml"]}, {"env_files": ["creds.env"]},
+                {"dbs_file": "dbs.txt", "databases": []}, {"executor_env": "env.tar.gz"}):
+        with pytest.raises(FailRun, match="is relative, and no slatelib project directory"):
+            installed_plan(monkeypatch, **{"databases": ["s3://b/x"], **bad})
+    with pytest.raises(FailRun, match="make package-executor-env"):
+        installed_plan(monkeypatch, databases=["s3://b/x"], executor_env=str(env))
+
+
+def test_without_a_project_a_python_without_slatelib_fails_clearly(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The python param's interpreter is asked where its slatelib is (a subprocess); one
+    that has none fails the run at once, naming both ways out."""
+    bare = tmp_path / "python"
+    bare.write_text("#!/bin/sh\nexec " + sys.executable + " -I -S \"$@\"\n")
+    bare.chmod(0o755)
+    with pytest.raises(FailRun, match=r"slatelib is not installed for .*slatelib_project_dir"):
+        installed_plan(monkeypatch, databases=["s3://b/x"], python=str(bare))
+    # the same interpreter through the subprocess path finds the package this test imports
+    shim = tmp_path / "python-with"
+    shim.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    planned = installed_plan(monkeypatch, databases=["s3://b/x"], python=str(shim))
+    assert planned["application"] == str(ROOT / "slatelib" / "jobs" / "compact.py")
+    assert planned["python"] == str(shim)
+
+
+def test_a_run_without_a_project_executes_the_installed_job(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The planned command, as the bash runner starts it (the application is the installed
+    module's file, run as a script), on a real database: a dry run (no Spark) that plans
+    the compaction of its L0s and writes the report the task reads back."""
+    from slatelib import Db
+
+    with Db.open("db", f"file://{tmp_path}") as db:
+        for i in range(3):
+            db.put(f"k{i}".encode(), b"v")
+            db.flush()
+    planned = installed_plan(monkeypatch, databases=[f"file://{tmp_path}/db"], dry_run=True,
+                             policy="l0")
+    report = tmp_path / "report.json"
+    done = subprocess.run([planned["python"], planned["application"],
+                           *job_argv(planned, str(report))], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(report.read_text())
+    assert got["job"] == "compact" and got["dry_run"] is True
+    assert got["databases"][0]["db"] == f"file://{tmp_path}/db"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.export import build_parser, export_args
+from slatelib.jobs.export import build_parser, export_args
 from tests.dags.fake_airflow import ROOT, SkipRun, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import build_parser
 from slatelib.config import load_settings
+from slatelib.jobs.gc import build_parser
 from tests.dags.fake_airflow import ROOT, SkipRun, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags

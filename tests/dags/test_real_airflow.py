@@ -25,7 +25,7 @@ from slatelib.objstore import open_store, split_db_url
 from slatelib.store.manifest_store import ManifestStore
 from tests.dags.airflow_env import probe
 
-pytestmark = pytest.mark.dags
+pytestmark = [pytest.mark.dags, pytest.mark.timeout(1200)]  # the fixture runs 8 DAG runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +46,18 @@ def write_wal_store_db(url: str, wal_store: str) -> None:
         db.flush()
         db.put(b"b", b"2")
         db.close(flush="wal")
+
+
+def installed_python(where: Path) -> str:
+    """A Python that has this checkout's slatelib installed, as a wheel install would (the
+    project venv's, with the checkout first on its path), and its venv's spark-submit
+    beside it: what a worker venv with ``pip install 'slatelib[spark]'`` holds."""
+    where.mkdir(parents=True, exist_ok=True)
+    python = where / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    (where / "spark-submit").symlink_to(Path(sys.executable).parent / "spark-submit")
+    return str(python)
 
 
 def manifest(url: str) -> Any:
@@ -90,9 +102,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
          "conf": {**LOCAL, "runner": "bash", "spark_submit_args": "--master local[2]",
                   "databases": [{"db": wal_db, "wal_store": wal_store}]}},
     ], slatelib_project_dir=str(ROOT), slatelib_databases=json.dumps([url]))
-    # Same DAGs, no project directory and no databases at all (the defaults of a new setup).
+    # Same DAGs, no project directory and no databases at all (the defaults of a new setup);
+    # then no project directory, and a python param naming a venv with slatelib installed
+    # (this checkout's, through a shim: what `pip install slatelib` would give).
     bare = probe(tmp / "bare", [{"dag_id": "slatelib_gc", "conf": {}},
-                                {"dag_id": "slatelib_gc", "conf": {"databases": [url]}}])
+                                {"dag_id": "slatelib_gc", "conf": {"databases": [url]}},
+                                {"dag_id": "slatelib_gc", "conf": {
+                                    **LOCAL, "runner": "bash", "databases": [url],
+                                    "python": installed_python(tmp / "installed"),
+                                    "spark_submit_args": "--master local[2]"}}])
     return {"url": url, "tmp": tmp, "before": before, "after": manifest(url), "counts": counts,
             "result": result, "bare": bare}
 
@@ -191,6 +209,22 @@ def test_new_setup_skips_without_databases_and_fails_clearly_without_project(
     assert no_project["state"] == "failed"
     assert no_project["tasks"]["plan"]["state"] == "failed"
     assert no_project["tasks"]["plan"]["try_number"] == 1  # no retry
+
+
+def test_without_a_project_the_dag_runs_the_installed_package(runs: dict[str, Any]) -> None:
+    """No slatelib_project_dir: Airflow's own Python has no slatelib (the run above fails
+    at plan), the python param's has it: the plan finds that package's job module, and
+    spark-submit (the one beside that Python) runs it; the report reaches XCom."""
+    run = runs["bare"]["runs"][2]
+    assert run["state"] == "success", run["tasks"]
+    plan = run["xcom"]["plan"]["plan"]
+    assert plan["project_dir"] == ""
+    assert plan["application"] == str(ROOT / "slatelib" / "jobs" / "gc.py")
+    assert "--conf" not in plan["argv"]  # the code's defaults: no checkout conf/
+    assert plan["python"].endswith("/installed/python")
+    report = run["xcom"]["gc"]["return_value"]
+    assert report["job"] == "gc" and report["status"] == "success"
+    assert report["dry_run"] is True and report["databases"][0]["db"] == runs["url"]
 
 
 def test_a_database_entry_with_its_wal_store_reaches_the_job(runs: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobs.rescale import build_parser
+from slatelib.jobs.rescale import build_parser
 from tests.dags.fake_airflow import ROOT, FakeParam, job_argv, load_dag, plan
 
 pytestmark = pytest.mark.dags

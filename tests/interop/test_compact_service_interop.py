@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
 from slatelib.config import ServiceSettings, Settings
 from slatelib.core.compaction_source import estimate_run_size, estimate_view_size
 from slatelib.core.manifest import Manifest
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.ops.compaction.service import CompactionService, ServiceDb
 from slatelib.store.manifest_store import ManifestStore

@@ -37,14 +37,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.compact import build_parser as compact_parser
-from jobs.compact import run as compact_job
-from jobs.export import build_parser as export_parser
-from jobs.export import run as export_job
 from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.manifest import Manifest
 from slatelib.errors import InvalidArgumentError, UnsupportedFeatureError
+from slatelib.jobs.compact import build_parser as compact_parser
+from slatelib.jobs.compact import run as compact_job
+from slatelib.jobs.export import build_parser as export_parser
+from slatelib.jobs.export import run as export_job
 from slatelib.objstore import open_store
 from slatelib.ops.rescale import split_database
 from slatelib.store.manifest_store import ManifestStore

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from slatedb.uniffi import Settings as OfficialSettings
 
-from jobs import compact as compact_job
 from slatelib.cli.app import main as slate_main
 from slatelib.config import CompactionSettings, Settings
 from slatelib.errors import CompactorActiveError
 from slatelib.exit_codes import EXIT_COMPACTOR_ACTIVE
+from slatelib.jobs import compact as compact_job
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import run_compaction
 from slatelib.paths import DbPaths

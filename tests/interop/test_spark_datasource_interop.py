@@ -14,8 +14,8 @@ from deltalake import DeltaTable
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 import slatelib.spark
-from jobs.export import build_parser, run
 from slatelib.config import Settings
+from slatelib.jobs.export import build_parser, run
 from tests.conftest import FIXTURE_NAMES, load_expected
 from tests.interop.official import (
     Concat,

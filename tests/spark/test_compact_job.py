@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, main, run
 from slatelib import DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
 from slatelib.core.row import TOMBSTONE, VALUE
+from slatelib.jobs.compact import build_parser, main, run
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 from slatelib.paths import DbPaths

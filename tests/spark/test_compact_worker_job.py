@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, run
 from slatelib.core.compactions import CompactionStatus
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.compactions_store import CompactionsStore
 from slatelib.store.manifest_store import ManifestStore

@@ -1,5 +1,5 @@
 """An incremental Delta export whose change rows are far larger than the driver may hold:
-run through the real entry point (``python -m jobs.launcher export``, i.e. ``slate-spark``)
+run through the real entry point (``python -m slatelib.jobs.launcher export``, i.e. ``slate-spark``)
 with ``spark.driver.memory=512m``, delta-spark's MERGE keeps the change rows on the
 executors. The job's report gives the Python driver's peak RSS (``driver_peak_rss_bytes``),
 which must stay far below the change rows' size (delta-rs' merge would hold them all in the
@@ -60,7 +60,7 @@ def test_incremental_merge_larger_than_the_driver_runs_on_the_executors(
     out = tmp_path / "report.json"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.launcher", "export", "--db", db, "--to", to,
+        [sys.executable, "-m", "slatelib.jobs.launcher", "export", "--db", db, "--to", to,
          "--format", "delta", "--mode", "incremental", "--delta-writer", "delta-spark",
          "--report", str(out), "--master", "local[2]",
          "--spark-conf", "spark.driver.memory=512m",

@@ -21,10 +21,10 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from jobs.export import build_parser, run
 from slatelib import Db, DbReader, create_checkpoint, delete_checkpoint, list_checkpoints
 from slatelib.config import Settings
 from slatelib.errors import StorageError
+from slatelib.jobs.export import build_parser, run
 from slatelib.ops.compaction import run_compaction
 from slatelib.ops.export.arrow_rows import arrow_schema
 from slatelib.ops.export.files import CHANGES_PREFIX

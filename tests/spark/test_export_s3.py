@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from jobs.export import build_parser, main, run
 from slatelib.config import Settings
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.export import build_parser, main, run
 from slatelib.ops.export.pin import EXPORT_CHECKPOINT_NAME
 from slatelib.spark.jars import class_loadable
 from slatelib.spark.s3a import configure_s3a_target, require_s3a

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import build_parser, run
 from slatelib.clock import SYSTEM_CLOCK
 from slatelib.config import GcSettings, Settings, load_settings
 from slatelib.core.compactions import CompactionStatus
 from slatelib.core.manifest import Manifest
 from slatelib.errors import InvalidArgumentError, ObjectMissingError
+from slatelib.jobs.gc import build_parser, run
 from slatelib.objstore import ObjectStore, open_store
 from slatelib.ops.destroy import destroy
 from slatelib.ops.gc import collect_garbage, gc_options, run_gc

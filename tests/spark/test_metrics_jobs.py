@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs._common import run_main
-from jobs.compact import build_parser, headline, run
+from slatelib.jobs._common import run_main
+from slatelib.jobs.compact import build_parser, headline, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.spark.test_compact_job import SETTINGS, make_db

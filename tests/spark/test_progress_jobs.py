@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import build_parser, run
 from slatelib.config import load_settings
+from slatelib.jobs.gc import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.ops.progress import ProgressOutput, progress_output
 from tests.conftest import GOLDEN_DIR
@@ -67,7 +67,7 @@ def test_gc_on_spark_reports_objects_listed_and_deleted_by_the_tasks(
 
 def slate_spark(*argv: str) -> tuple[int, str, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.launcher", *argv, "--master", "local[1]",
+        [sys.executable, "-m", "slatelib.jobs.launcher", *argv, "--master", "local[1]",
          "--spark-conf", "spark.sql.shuffle.partitions=2",
          "--spark-conf", "spark.ui.enabled=false"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
@@ -114,8 +114,8 @@ def test_gc_and_export_jobs_write_progress_to_stderr_and_only_json_to_stdout(
 
 def test_rescale_on_spark_shows_its_phases_and_the_bytes_compacted_by_the_tasks(
         spark: Any, tmp_path: Path) -> None:
-    from jobs.rescale import build_parser as rescale_parser
-    from jobs.rescale import run as rescale_run
+    from slatelib.jobs.rescale import build_parser as rescale_parser
+    from slatelib.jobs.rescale import run as rescale_run
     from tests.spark.test_rescale_job import SETTINGS, _source
 
     _source(tmp_path)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobs.rescale import build_parser, run
 from slatelib import Db, DbReader
 from slatelib.config import CompactionSettings, Settings, SstSettings
+from slatelib.jobs.rescale import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.unit.writer.support import writer_settings

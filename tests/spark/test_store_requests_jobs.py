@@ -71,7 +71,7 @@ def bucket(moto_endpoint: str) -> S3Bucket:
 @pytest.mark.usefixtures("s3_env")
 def test_compact_job_reports_the_requests_the_server_counted(spark: Any,
                                                              bucket: S3Bucket) -> None:
-    from jobs.compact import build_parser, run
+    from slatelib.jobs.compact import build_parser, run
 
     db = upload(bucket, "basic", "tenant/db")
     args = build_parser().parse_args(["--db", db, "--policy", "full", "--parallelism", "2",
@@ -91,8 +91,8 @@ def test_compact_job_reports_the_requests_the_server_counted(spark: Any,
 @pytest.mark.usefixtures("s3_env")
 def test_gc_job_reports_the_requests_the_server_counted(spark: Any, bucket: S3Bucket,
                                                         tmp_path: Path) -> None:
-    from jobs.gc import build_parser, run
     from slatelib.config import load_settings
+    from slatelib.jobs.gc import build_parser, run
 
     db = upload(bucket, "gc_collected", "tenant/db")
     conf = tmp_path / "gc.toml"
@@ -113,7 +113,7 @@ def test_gc_job_reports_the_requests_the_server_counted(spark: Any, bucket: S3Bu
 @pytest.mark.usefixtures("s3_env")
 def test_rescale_job_reports_the_requests_the_server_counted(spark: Any,
                                                              bucket: S3Bucket) -> None:
-    from jobs.rescale import build_parser, run
+    from slatelib.jobs.rescale import build_parser, run
 
     db = upload(bucket, "basic", "src")
     args = build_parser().parse_args(["split", "--db", db, "--into", "2", "--to",
@@ -128,7 +128,7 @@ def test_rescale_job_reports_the_requests_the_server_counted(spark: Any,
 @pytest.mark.usefixtures("s3_env")
 def test_export_job_from_s3_reports_the_requests_the_server_counted(
         spark: Any, bucket: S3Bucket, tmp_path: Path) -> None:
-    from jobs.export import build_parser, run
+    from slatelib.jobs.export import build_parser, run
 
     db = upload(bucket, "basic", "tenant/db")
     args = build_parser().parse_args(["--db", db, "--to", f"file://{tmp_path}/pq",

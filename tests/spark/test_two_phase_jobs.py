@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser as compact_parser
-from jobs.compact import run as run_compact
-from jobs.gc import build_parser as gc_parser
-from jobs.gc import run as run_gc_job
 from slatelib import Db, DbReader
 from slatelib.config import ObjectStoreSettings, Settings
+from slatelib.jobs.compact import build_parser as compact_parser
+from slatelib.jobs.compact import run as run_compact
+from slatelib.jobs.gc import build_parser as gc_parser
+from slatelib.jobs.gc import run as run_gc_job
 from slatelib.objstore import open_store
 from slatelib.objstore.registry import set_store_defaults
 from slatelib.objstore.two_phase import TwoPhaseObjectStore, is_temporary

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import compact, export, gc, rescale
 from slatelib.config import CompactionSettings, Settings, SstSettings
+from slatelib.jobs import compact, export, gc, rescale
 from slatelib.spark.datasource import planned_frame
 from tests.interop.official import DbSettings, Delete, Model, OfficialDb, Put, read_all
 

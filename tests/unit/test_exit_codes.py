@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 import slatelib.spark.gc
-from jobs import compact as compact_job
-from jobs import gc as gc_job
-from jobs._common import DbTarget, settings_from
 from slatelib import errors
 from slatelib.cli.app import exit_code_for as cli_exit_code_for
 from slatelib.exit_codes import EXIT_NAMES, exit_code_for, exit_name
+from slatelib.jobs import compact as compact_job
+from slatelib.jobs import gc as gc_job
+from slatelib.jobs._common import DbTarget, settings_from
 from slatelib.spark.isolation import run_isolated
 
 CASES = [

@@ -1,5 +1,5 @@
-"""The layer contract of docs/design.md, enforced: every import in slatelib/, jobs/ and
-airflow_dags/ (lazy ones inside functions included) goes in the documented direction, and
+"""The layer contract of docs/design.md, enforced: every import in slatelib/ (its jobs in
+slatelib/jobs/), the entry scripts jobs/ and airflow_dags/ (lazy ones inside functions included) goes in the documented direction, and
 no two slatelib modules import each other at module level.
 
 A new module joins the layer of its package (``slatelib/<package>/...``) or, at the top of
@@ -138,14 +138,51 @@ def test_no_two_slatelib_modules_import_each_other_at_module_level() -> None:
 
 
 def test_jobs_parse_arguments_and_leave_spark_to_slatelib() -> None:
-    """``jobs/`` is argument parsing and the entry-point shell: none of its modules imports
-    ``pyspark`` or ``py4j`` (type hints aside); the Spark adapters live in
-    ``slatelib/spark/``, so executors need only the installed slatelib (docs/design.md)."""
+    """``slatelib/jobs/`` is argument parsing and the entry-point shell: none of its modules
+    (nor the entry scripts ``jobs/``) imports ``pyspark`` or ``py4j`` (type hints aside); the
+    Spark adapters live in ``slatelib/spark/``, so executors need only the installed slatelib
+    (docs/design.md)."""
+    paths = sorted((REPO / "slatelib" / "jobs").rglob("*.py")) + sorted((REPO / "jobs").rglob("*.py"))
+    assert len(paths) > 4
     bad = [f"{path.relative_to(REPO)}:{line}: {target}"
-           for path in sorted((REPO / "jobs").rglob("*.py"))
+           for path in paths
            for line, target, _ in imports(path)
            if target.split(".")[0] in ("pyspark", "py4j")]
     assert bad == [], "Spark code in jobs/ (move it to slatelib/spark/):\n" + "\n".join(bad)
+
+
+def entry_script_problems(path: Path, text: str | None = None) -> list[str]:
+    """Why the entry script ``jobs/<job>.py`` is not thin: it must import ``main`` from
+    ``slatelib.jobs.<job>`` and nothing else of this repository, define nothing, and stay
+    short (the code is installed with slatelib; docs/design.md)."""
+    source = path.read_text(encoding="utf-8") if text is None else text
+    tree = ast.parse(source)
+    job = path.stem
+    out = []
+    targets = [t for _, t in all_imports(path, source) if layer(t) is not None]
+    if targets != [f"slatelib.jobs.{job}.main"] and targets != [f"slatelib.jobs.{job}"]:
+        out.append(f"imports {targets}, not only main from slatelib.jobs.{job}")
+    defs = [n.name for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)]
+    if defs:
+        out.append(f"defines {defs}")
+    body = tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
+    code = [n for n in body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    if len(code) > 3 or sum(n.end_lineno - n.lineno + 1 for n in code if n.end_lineno) > 6:
+        out.append("more than a few lines of code")
+    return out
+
+
+def test_the_entry_scripts_are_thin_and_there_is_no_jobs_package() -> None:
+    scripts = sorted((REPO / "jobs").glob("*.py"))
+    assert {p.stem for p in scripts} == {"compact", "gc", "rescale", "export"}
+    assert not (REPO / "jobs" / "__init__.py").exists(), "jobs/ is scripts, not a package"
+    bad = [f"{p.relative_to(REPO)}: {why}" for p in scripts for why in entry_script_problems(p)]
+    assert bad == [], "entry scripts that are not thin:\n" + "\n".join(bad)
+    # the checker itself: a script with its own code, or importing another job, is caught
+    fat = ("from slatelib.jobs.gc import main\nfrom slatelib.jobs._common import run_main\n"
+           "def main2():\n    return 0\n")
+    assert len(entry_script_problems(REPO / "jobs" / "compact.py", fat)) == 2
 
 
 def test_no_object_store_module_imports_back_even_lazily() -> None:
@@ -210,6 +247,7 @@ def test_the_contract_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert layer("slatelib.core.manifest") == "core"
     assert layer("slatelib.objstore.url") == "objstore"
     assert layer("slatelib.errors") == BASE and layer("jobs.gc") == "jobs"
+    assert layer("slatelib.jobs.gc") == "jobs" and layer("slatelib.jobs") == "jobs"
     assert "objstore" not in ALLOWED["core"] and "cli" not in ALLOWED["jobs"]
     assert "reader" not in ALLOWED["writer"] and "writer" not in ALLOWED["reader"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
@@ -303,7 +341,7 @@ def test_the_ops_rules_catch_a_feature_reaching_into_another() -> None:
     bad = [("slatelib.ops.export.scan", "slatelib.ops.engine._input"),
            ("slatelib.ops.engine._runner", "slatelib.ops.compaction"),
            ("slatelib.spark.export", "slatelib.ops.engine._split"),
-           ("jobs.compact", "slatelib.ops.engine._task"),
+           ("slatelib.jobs.compact", "slatelib.ops.engine._task"),
            ("slatelib.ops.rescale.targets", "slatelib.ops.gc.clone")]
     assert len(ops_problems(bad)) == len(bad)
     good = [("slatelib.ops.rescale.targets", "slatelib.ops.compaction"),

@@ -5,7 +5,7 @@ or the package ``slatelib/<pkg>/.../<module>/`` (e.g. ``tests/unit/ops/compactio
 test_commit.py`` -> ``slatelib/ops/compaction/commit.py``, ``tests/unit/cli/
 test_read_cmds_sst.py`` -> ``slatelib/cli/read_cmds.py``); ``tests/unit/test_<module>*.py``
 tests a top-level module of ``slatelib/``; ``tests/unit/jobs/test_<module>*.py`` tests
-``jobs/<module>.py`` or ``jobs/_<module>.py`` (likewise ``tests/unit/ops/engine/`` and the
+``slatelib/jobs/<module>.py`` or ``slatelib/jobs/_<module>.py`` (likewise ``tests/unit/ops/engine/`` and the
 engine's private ``_<module>.py``). A test of something that no single module owns
 is listed in :data:`CROSS_CUTTING`, with the reason. Helpers (``support.py``, ``_*.py``,
 ``conftest.py``) are not test files and may sit anywhere.
@@ -34,16 +34,13 @@ ALIASES = {REPO / "slatelib" / "ops" / "compact.py"}
 :mod:`slatelib.ops.compaction`): tests are named for where the code lives, not for these."""
 
 PRIVATE_MODULES = {"jobs", "engine"}
-"""Directories whose ``_<module>.py`` files are tested by ``test_<module>*.py`` (``jobs/``,
+"""Directories whose ``_<module>.py`` files are tested by ``test_<module>*.py`` (``slatelib/jobs/``,
 and ``slatelib/ops/engine/``, whose modules are all private to its package)."""
 
 
 def source_root(test_dir: Path) -> Path:
     """The source directory that ``test_dir`` (a directory below tests/unit) mirrors."""
-    rel = test_dir.relative_to(UNIT)
-    if rel.parts[:1] == ("jobs",):
-        return REPO / rel
-    return REPO / "slatelib" / rel
+    return REPO / "slatelib" / test_dir.relative_to(UNIT)
 
 
 def mirrored_modules(test_file: Path) -> list[Path]:
@@ -98,6 +95,7 @@ def test_the_mirror_rule_itself() -> None:
         REPO / "slatelib" / "cli" / "read_cmds.py"]
     assert mirrored_modules(UNIT / "core" / "test_gc_rules_x.py") == [
         REPO / "slatelib" / "core" / "gc_rules" / "__init__.py"]
-    assert mirrored_modules(UNIT / "jobs" / "test_common.py") == [REPO / "jobs" / "_common.py"]
+    assert mirrored_modules(UNIT / "jobs" / "test_common.py") == [
+        REPO / "slatelib" / "jobs" / "_common.py"]
     assert mirrored_modules(UNIT / "ops" / "test_compact_commit.py") == []  # an alias only
     assert mirrored_modules(UNIT / "ops" / "test_nothing.py") == []

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jobs import launcher
+from slatelib.jobs import launcher
 
 
 @pytest.fixture

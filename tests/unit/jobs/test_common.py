@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib import DbReader, bulk_load, create_clone
 from slatelib.errors import InvalidArgumentError, SstMissingError
+from slatelib.jobs._common import add_common_args, resolve_targets, settings_from
 from slatelib.objstore import open_store
 from slatelib.objstore.registry import set_store_defaults, store_defaults
 
@@ -69,7 +69,7 @@ def test_store_root_with_a_bucket_prefix() -> None:
 
 # ------------------------------------------------------------- report shape and headlines
 def test_every_job_report_has_the_same_top_level_and_a_headline() -> None:
-    from jobs import compact, gc, rescale
+    from slatelib.jobs import compact, gc, rescale
     from slatelib.ops.job_report import job_report
 
     db = {"db": "file:///d", "status": "success", "exit_code": 0, "outcome": "committed",
@@ -101,7 +101,7 @@ def test_every_job_report_has_the_same_top_level_and_a_headline() -> None:
 
 # ---------------------------------------------------------------- WAL stores per database
 def test_a_database_entry_is_a_url_or_an_object_naming_its_wal_store(tmp_path: Path) -> None:
-    from jobs._common import parse_db_entry
+    from slatelib.jobs._common import parse_db_entry
 
     assert parse_db_entry(" s3://b/a ", where="--db") == ("s3://b/a", None)
     assert parse_db_entry('{"db": "s3://b/a", "wal_store": "s3://w"}', where="--db") == (

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.compact import build_parser, run
 from slatelib.config import WriterSettings
 from slatelib.core.segments import trees
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import schedule_compaction
@@ -174,7 +174,7 @@ def test_a_batch_run_writes_its_textfile_and_pushes_per_database(
     and ``--metrics-push`` carry the report's numbers; stdout stays the JSON report."""
     import json
 
-    from jobs.compact import main
+    from slatelib.jobs.compact import main
     from tests.unit.metrics.test_output import Gateway
 
     make_db(tmp_path, "a", 4)

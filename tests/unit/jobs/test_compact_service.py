@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
 from slatelib.config import CompactionSettings, ServiceSettings, Settings, SstSettings
 from slatelib.core.row import VALUE
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import NOW_MS, flush_l0, new_db

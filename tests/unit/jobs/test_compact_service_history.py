@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compact import build_parser, run
 from slatelib.cli import main as slate
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.compact import build_parser, run
 from slatelib.ops.compaction.status_history import read_status_history
 from tests.unit.jobs.test_compact_service import SETTINGS, make_db
 

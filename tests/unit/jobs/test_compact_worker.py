@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from jobs.compact import build_parser, run
 from slatelib.config import CompactionSettings, Settings, WorkerSettings
 from slatelib.core.compactions import CompactionStatus, DrainSegmentSpec
 from slatelib.core.row import VALUE
 from slatelib.exit_codes import EXIT_DATA, EXIT_OK
 from slatelib.ids import ulid_to_str
+from slatelib.jobs.compact import build_parser, run
 from slatelib.objstore import open_store
 from slatelib.store.manifest_store import ManifestStore
 from tests.compaction_fixtures import (

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 import slatelib.spark.session
-from jobs import compact as compact_job
-from jobs import gc as gc_job
 from slatelib.config import load_settings
 from slatelib.exit_codes import EXIT_DATA, EXIT_USAGE
+from slatelib.jobs import compact as compact_job
+from slatelib.jobs import gc as gc_job
 
 
 class FakeSpark:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.export import build_parser, export_args, main
 from slatelib.errors import InvalidArgumentError
+from slatelib.jobs.export import build_parser, export_args, main
 
 
 def _args(*argv: str) -> object:
@@ -42,7 +42,7 @@ def test_main_exits_2_before_spark_starts(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_only_an_s3_target_brings_the_s3a_jars() -> None:
-    from jobs.export import export_jars
+    from slatelib.jobs.export import export_jars
 
     assert export_jars("s3://lake/t") == export_jars("s3a://lake/t") == ("delta", "s3a")
     assert export_jars("file:///lake/t") == export_jars("/lake/t") == ("delta",)

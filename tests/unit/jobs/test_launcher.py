@@ -1,4 +1,4 @@
-"""``slate-spark`` (``jobs/launcher.py``): Spark options anywhere on the line, the global job
+"""``slate-spark`` (``slatelib/jobs/launcher.py``): Spark options anywhere on the line, the global job
 options (``--wal-store``) before or after the job's name, and the dispatch to the job."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jobs import launcher
+from slatelib.jobs import launcher
 
 
 def test_global_job_options_are_taken_from_anywhere_and_may_be_empty() -> None:
@@ -72,3 +72,23 @@ def test_slate_spark_dispatches_to_the_job_module(
     assert "unknown job 'vacuum'" in capsys.readouterr().err
     assert launcher.main(["--help"]) == 0
     assert "slate-spark {compact,gc,rescale,export}" in capsys.readouterr().out
+
+
+def test_every_job_is_a_module_of_the_installed_package_with_its_script() -> None:
+    """slate-spark dispatches to ``slatelib.jobs.<job>`` (no top-level ``jobs``), and
+    ``job_script`` names the same module's file, which spark-submit can run (it calls
+    ``main`` as ``__main__``)."""
+    import importlib
+    from pathlib import Path
+
+    import slatelib.jobs as jobs_pkg
+
+    assert set(launcher.JOBS) == set(jobs_pkg.JOB_NAMES)
+    for name, module_name in launcher.JOBS.items():
+        assert module_name == f"slatelib.jobs.{name}"
+        module = importlib.import_module(module_name)
+        script = jobs_pkg.job_script(name)
+        assert script == Path(module.__file__ or "").resolve() and script.is_file()
+        assert callable(module.main) and 'if __name__ == "__main__":' in script.read_text()
+    with pytest.raises(ValueError, match="unknown job 'launcher'"):
+        jobs_pkg.job_script("launcher")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from jobs import rescale as job
 from slatelib import Db, DbReader
 from slatelib.config import Settings
 from slatelib.exit_codes import EXIT_DATA, EXIT_OK, EXIT_USAGE
+from slatelib.jobs import rescale as job
 from slatelib.objstore import open_store
 from tests.unit.writer.support import writer_settings
 

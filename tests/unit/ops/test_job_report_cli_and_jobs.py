@@ -13,11 +13,11 @@ import pytest
 
 import slatelib.spark.compaction
 import slatelib.spark.gc
-from jobs import compact as compact_job
-from jobs import gc as gc_job
-from jobs._common import settings_from
 from slatelib.cli import main as slate
 from slatelib.core.row import VALUE
+from slatelib.jobs import compact as compact_job
+from slatelib.jobs import gc as gc_job
+from slatelib.jobs._common import settings_from
 from slatelib.objstore import open_store
 from slatelib.ops.compaction import ThreadTaskRunner
 from slatelib.ops.gc.backend import LocalBackend

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jobs._common import DbTarget
 from slatelib.errors import FencedError, InvalidArgumentError
+from slatelib.jobs._common import DbTarget
 from slatelib.spark.isolation import run_isolated
 
 TARGETS = [DbTarget("file:///", f"db{i}", f"file:///db{i}") for i in range(4)]

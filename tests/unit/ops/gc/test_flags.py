@@ -25,8 +25,8 @@ def gc_flags(p: argparse.ArgumentParser) -> dict[str, tuple[object, ...]]:
 
 
 def test_slate_gc_and_the_gc_job_take_the_same_gc_flags_defined_once() -> None:
-    from jobs.gc import build_parser
     from slatelib.cli.app import build_parser as slate_parser
+    from slatelib.jobs.gc import build_parser
 
     job = gc_flags(build_parser())
     sub = next(a for a in slate_parser()._actions if isinstance(a, argparse._SubParsersAction))
