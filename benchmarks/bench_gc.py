@@ -15,7 +15,7 @@ against ``moto_server`` (tests/s3_server.py, where each request is a real HTTP r
     .venv/bin/python benchmarks/bench_gc.py [--garbage 100000] [--repeat 1] [--only local|s3]
     .venv/bin/python benchmarks/bench_gc.py --only many [--dbs 8] --garbage 5000
 
-Times: the official call, and our ``jobs.gc.run`` on an already started SparkSession
+Times: the official call, and our ``slatelib.jobs.gc.run`` on an already started SparkSession
 (the session start-up is printed separately). The medians of ``--repeat`` runs and their
 ratio are printed, and a JSON summary at the end.
 """

@@ -40,9 +40,9 @@ from typing import Any
 
 import pytest
 
-from jobs._common import run_main
-from jobs.compact import build_parser, headline, run
 from slatelib.cli import main as slate
+from slatelib.jobs._common import run_main
+from slatelib.jobs.compact import build_parser, headline, run
 from slatelib.store.manifest_store import ManifestStore
 from tests.integration.test_health_page import browse
 from tests.interop.official import DbSettings, OfficialDb, OfficialReader, Put, s3_store, to_batch

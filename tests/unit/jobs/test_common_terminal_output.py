@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import compact
+from slatelib.jobs import compact
 from slatelib.objstore import open_store
 from slatelib.ops.bulk_load import bulk_load
 from slatelib.ops.job_summary import report_goes_to_terminal, result_words, summary_text
@@ -123,7 +123,7 @@ def test_make_help_lists_the_airflow_venv() -> None:
 
 
 def test_a_misspelled_job_option_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    from jobs import rescale
+    from slatelib.jobs import rescale
 
     with pytest.raises(SystemExit) as exit_:
         compact.main(["--db", "file:///x", "--polcy", "l0"])
