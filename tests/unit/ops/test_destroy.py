@@ -201,7 +201,8 @@ def test_destroy_refuses_an_unsafe_external_path_before_any_write(
     code = slate(["--store", url, "--path", "clone", "destroy", *(["--hard"] if hard else [])])
     out, err = capsys.readouterr()
     assert code == EXIT_DATA and out == ""
-    assert f"error: database 'clone', manifest {mid}: external_dbs[0] path {bad!r} " in err
+    # the database named as the URL of --store and --path
+    assert f"error: database {url}/clone, manifest {mid}: external_dbs[0] path {bad!r} " in err
     assert why in err
     assert snapshot(store) == before  # byte for byte: no fenced epoch, no marker, no release
 
