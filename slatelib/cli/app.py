@@ -244,7 +244,7 @@ def version_text() -> str:
     """What ``slate --version`` prints: ``slatelib.__version__`` (the one source of the
     package's version; setuptools reads it into the metadata) and the SlateDB format
     versions: those written, then the range read."""
-    from slatelib import __version__
+    from slatelib._version import __version__
     from slatelib.core.compactions import COMPACTIONS_FORMAT_VERSION
     from slatelib.format.manifest_codec import (
         MANIFEST_FORMAT_VERSION,
