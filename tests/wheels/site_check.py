@@ -1,6 +1,6 @@
-"""A pytest plugin for the suites run against an installed wheel (``tests/wheels``): before
-any test, refuse a slatelib imported from anywhere but site-packages, or without its
-compiled extensions, and say where it came from in the header."""
+"""A pytest plugin for the suites run against an installed wheel (``tests/wheels``): at
+start, refuse a slatelib imported from anywhere but site-packages, or without its compiled
+extensions; at the end, say where it came from (the summary shows even with ``-q``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+_KEY = pytest.StashKey[str]()
 
-def pytest_report_header(config: pytest.Config) -> str:
+
+def pytest_configure(config: pytest.Config) -> None:
     import slatelib
     from slatelib.format import native
 
@@ -18,4 +20,9 @@ def pytest_report_header(config: pytest.Config) -> str:
         raise pytest.UsageError(f"slatelib imported from {where}, not from site-packages")
     if native.speedups is None:
         raise pytest.UsageError("the installed slatelib has no compiled extensions")
-    return f"slatelib from site-packages: {where.parent} {slatelib.__version__}"
+    config.stash[_KEY] = f"slatelib from site-packages: {where.parent} {slatelib.__version__}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    terminalreporter.write_line(config.stash[_KEY])
