@@ -14,7 +14,7 @@ DEMO_DB := file://$(DEMO_DIR)/db
 
 .DEFAULT_GOAL := help
 .PHONY: help install jars chromium lint typecheck test test-unit test-integration test-spark test-interop \
-        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env flatbuffers clean docs
+        test-dags test-cluster test-faults test-sanitize soak check run bench bench-compaction bench-writer bench-gc bench-rescale bench-worker bench-cost bench-cas bench-export bench-export-delta bench-large package-jobs package-executor-env wheels test-wheels flatbuffers clean docs
 
 help: ## list targets
 	@grep -hE '^[.a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -168,8 +168,9 @@ test-sanitize: $(STAMP) ## the native differential tests on ASan + UBSan builds 
 
 check: lint typecheck test-unit ## lint + typecheck + unit tests
 
-test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) chromium test-sanitize docs ## every suite but the benchmarks, the sanitizer run and the docs build (the command CI runs)
-	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python $(PYTEST) tests -q -p no:cacheprovider
+test: $(STAMP) $(JARS_STAMP) $(AIRFLOW_STAMP) $(EXECUTOR_ENV) $(WHEEL_STAMP) chromium test-sanitize docs ## every suite but the benchmarks (tests/wheels too), the sanitizer run and the docs build (the command CI runs)
+	SLATELIB_AIRFLOW_PYTHON=$(CURDIR)/$(AIRFLOW_VENV)/bin/python SLATELIB_WHEEL_DIR=$(CURDIR)/dist \
+	    $(PYTEST) tests -q -p no:cacheprovider
 	$(MAKE) --no-print-directory test-pure
 
 run: $(STAMP) $(JARS_STAMP) ## the main job: write a demo database with the slatelib writer, compact it on Spark (local[2]), verify every key
@@ -224,13 +225,21 @@ bench-export: $(STAMP) $(JARS_STAMP) ## official scan -> pyarrow -> Parquet vs j
 bench-export-delta: $(STAMP) $(JARS_STAMP) ## full and incremental Delta exports (delta-spark, delta-rs) vs the official reader drained to Parquet: rows/s and peak RSS, 2.3 M rows and 3 M changes (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_export_delta.py
 
-package-jobs: $(WHEEL_STAMP) ## build the slatelib wheel into dist/ (what nodes install; the packed env holds it too)
+package-jobs: $(WHEEL_STAMP) ## build the slatelib wheels into dist/ (what nodes install; the packed env holds one; same as make wheels)
 
-$(WHEEL_STAMP): $(STAMP) $(PACKAGE_SOURCES)
-	@mkdir -p dist build && rm -f dist/slatelib-*.whl
-	@rm -rf build/lib build/lib.* build/bdist.*  # setuptools reuses build/lib: a module deleted from the sources would ship
-	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+# `python -m build` under each Python of WHEEL_PYTHONS (pyenv's, else pythonX.Y on PATH):
+# the sdist, then each wheel built from the sdist, each checked to hold the three compiled
+# extensions (scripts/build_wheels.py). The per-version `build` venvs stay in build/wheel-tools.
+WHEEL_PYTHONS ?= 3.11 3.12 3.13
+wheels: $(WHEEL_STAMP) ## the sdist and one wheel per Python (3.11, 3.12, 3.13) with the C extensions, into dist/
+
+$(WHEEL_STAMP): $(STAMP) $(PACKAGE_SOURCES) MANIFEST.in CHANGELOG.md
+	@mkdir -p dist build
+	$(BIN)/python scripts/build_wheels.py --dist dist --pythons $(WHEEL_PYTHONS)
 	@touch $(WHEEL_STAMP)
+
+test-wheels: $(WHEEL_STAMP) ## each wheel in a fresh venv with no checkout: slate --version, a fixture read, load, slate-spark compact; unit + interop subset on 3.12/3.13 (venvs cached in build/wheel-venvs; part of make test)
+	SLATELIB_WHEEL_DIR=$(CURDIR)/dist $(PYTEST) tests/wheels -q -p no:cacheprovider
 
 # The executors' environment, built from the wheel: build/executor-env is a venv with the
 # wheel, pyarrow and pandas installed (what a node with slatelib installed has; the cluster
@@ -239,7 +248,8 @@ $(WHEEL_STAMP): $(STAMP) $(PACKAGE_SOURCES)
 # never import them, and every executor unpacks the archive for every application.
 $(EXECUTOR_ENV): $(WHEEL_STAMP)
 	rm -rf $(EXECUTOR_VENV) && $(PYTHON) -m venv $(EXECUTOR_VENV)
-	$(EXECUTOR_VENV)/bin/python -m pip install -q dist/slatelib-*.whl 'pyarrow>=18' 'pandas>=2.2,<3'
+	$(EXECUTOR_VENV)/bin/python -m pip install -q "$$(ls dist/slatelib-*-$$($(EXECUTOR_VENV)/bin/python -c \
+	    'import sys; print("cp%d%d" % sys.version_info[:2])')-*.whl)" 'pyarrow>=18' 'pandas>=2.2,<3'
 	find $(EXECUTOR_VENV)/lib -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
 	rm -rf $(EXECUTOR_VENV)/lib/python*/site-packages/pyarrow/include
 	$(BIN)/python -m pip install -q venv-pack==0.2.0

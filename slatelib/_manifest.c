@@ -44,6 +44,15 @@
 #include "csrc/common.h"
 #include "csrc/fbbuild.h"
 
+/* 3.13 added a with_exceptions argument to _PyLong_AsByteArray (1: raise as before). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define SL_LONG_AS_BYTES(v, buf, n, little, sgn) \
+    _PyLong_AsByteArray((v), (buf), (n), (little), (sgn), 1)
+#else
+#define SL_LONG_AS_BYTES(v, buf, n, little, sgn) \
+    _PyLong_AsByteArray((v), (buf), (n), (little), (sgn))
+#endif
+
 /* ------------------------------------------------------------------ configured types */
 
 typedef struct {
@@ -757,7 +766,7 @@ static int as_u128(PyObject *v, uint64_t *high, uint64_t *low)
         return -1;
     }
     unsigned char le[16];
-    if (_PyLong_AsByteArray((PyLongObject *)v, le, 16, 1, 0) < 0)
+    if (SL_LONG_AS_BYTES((PyLongObject *)v, le, 16, 1, 0) < 0)
         return -1;
     *low = load_le64(le);
     *high = load_le64(le + 8);
@@ -1520,7 +1529,7 @@ static PyObject *ulid_names(PyObject *Py_UNUSED(self), PyObject *args)
             Py_DECREF(out);
             return NULL;
         }
-        if (_PyLong_AsByteArray((PyLongObject *)v, be, 16, 0, 0) < 0) {
+        if (SL_LONG_AS_BYTES((PyLongObject *)v, be, 16, 0, 0) < 0) {
             Py_DECREF(out);
             return NULL;
         }

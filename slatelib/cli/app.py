@@ -262,11 +262,49 @@ def package_version() -> str:
         return "unknown"
 
 
+SLATEDB_VERSION = "0.17"
+"""The SlateDB release whose on-disk format slatelib reads and writes."""
+
+
+def version_text() -> str:
+    """What ``slate --version`` prints: ``slatelib.__version__`` (the one source of the
+    package's version; setuptools reads it into the metadata) and the SlateDB format
+    versions: those written, then the range read."""
+    from slatelib._version import __version__
+    from slatelib.core.compactions import COMPACTIONS_FORMAT_VERSION
+    from slatelib.format.manifest_codec import (
+        MANIFEST_FORMAT_VERSION,
+        SUPPORTED_MANIFEST_VERSIONS,
+    )
+    from slatelib.format.sst import SST_FORMAT_VERSION, SUPPORTED_SST_VERSIONS
+
+    def span(versions: tuple[int, ...]) -> str:
+        return f"v{min(versions)}-v{max(versions)}" if len(versions) > 1 else f"v{versions[0]}"
+
+    return (f"slate {__version__} (SlateDB {SLATEDB_VERSION} format: writes manifest "
+            f"v{MANIFEST_FORMAT_VERSION}, SST v{SST_FORMAT_VERSION}, compactions "
+            f"v{COMPACTIONS_FORMAT_VERSION}; reads manifest {span(SUPPORTED_MANIFEST_VERSIONS)}, "
+            f"SST {span(SUPPORTED_SST_VERSIONS)})")
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: :func:`version_text` on one line (argparse's own action wraps it)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and the SlateDB format versions, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="slate", description="Inspect and maintain SlateDB 0.17 databases on object storage."
     )
-    p.add_argument("--version", action="version", version=f"slate {package_version()}")
+    p.add_argument("--version", action=_VersionAction)
     for flags, kwargs in GLOBAL_OPTIONS:
         p.add_argument(*flags, **kwargs)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

@@ -25,7 +25,7 @@ BASE = "base"
 LAYER_OF = {  # top-level modules of slatelib/
     "slatelib.errors": BASE, "slatelib.ids": BASE, "slatelib.paths": BASE,
     "slatelib.clock": BASE, "slatelib.config": BASE, "slatelib.exit_codes": BASE,
-    "slatelib.flags": BASE, "slatelib.txn": "txn", "slatelib.db_manifest": "txn",
+    "slatelib.flags": BASE, "slatelib._version": BASE, "slatelib.txn": "txn", "slatelib.db_manifest": "txn",
     "slatelib.reader": "reader",
     "slatelib": "api",
 }

@@ -4,12 +4,14 @@ by unique prefix, and URLs where a path is taken."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
 import pytest
 
-from slatelib.cli.app import EXIT_OK, EXIT_USAGE, main, package_version
+import slatelib
+from slatelib.cli.app import EXIT_OK, EXIT_USAGE, main, package_version, version_text
 from slatelib.objstore import open_store
 from slatelib.ops.bulk_load import bulk_load
 from slatelib.ops.checkpoint import create_checkpoint, list_checkpoints
@@ -32,8 +34,25 @@ def db(tmp_path: Path) -> str:
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = slate(["--version"], capsys)
-    assert code == EXIT_OK and out == f"slate {package_version()}\n"
-    assert package_version() != "unknown"
+    assert code == EXIT_OK and out == version_text() + "\n"
+    assert out.startswith(f"slate {slatelib.__version__} (SlateDB 0.17 format: ")
+
+
+def test_the_version_comes_from_one_place() -> None:
+    # setuptools reads slatelib.__version__ into the metadata (pyproject: dynamic version)
+    assert package_version() == slatelib.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+([ab]\d+|rc\d+)?", slatelib.__version__)
+
+
+def test_version_names_the_format_versions_written_and_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert "writes manifest v2, SST v2, compactions v2; reads manifest v1-v2, SST v1-v2)" in (
+        version_text())
+    # the text follows the constants, not a copy of them
+    monkeypatch.setattr("slatelib.format.sst.SST_FORMAT_VERSION", 3)
+    monkeypatch.setattr("slatelib.format.manifest_codec.SUPPORTED_MANIFEST_VERSIONS", (2,))
+    assert "SST v3," in version_text() and "reads manifest v2," in version_text()
 
 
 @pytest.mark.parametrize("argv", [
