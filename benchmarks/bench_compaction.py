@@ -59,6 +59,13 @@ def local_store(root: Path) -> Any:
 
 def build_db(root: Path, rows: int, l0s: int, seed: int) -> None:
     """Write the benchmark database with the official package (compactor and GC off)."""
+    write_official_l0s(local_store(root), rows, l0s, seed)
+
+
+def write_official_l0s(store: Any, rows: int, l0s: int, seed: int) -> None:
+    """Write database ``DB`` in the official ``store`` with the official package: ``l0s``
+    L0 SSTs of ``rows // l0s`` random entries (16-byte keys, 100-byte values), compactor
+    and GC off."""
     s = official()
 
     async def go() -> None:
@@ -68,7 +75,7 @@ def build_db(root: Path, rows: int, l0s: int, seed: int) -> None:
                            "l0_max_ssts_per_key": "64", "l0_sst_size_bytes": str(1 << 30),
                            "max_unflushed_bytes": str(1 << 32)}.items():
             st.set(key, value)
-        builder = s.DbBuilder(DB, local_store(root))
+        builder = s.DbBuilder(DB, store)
         builder.with_settings(st)
         db = await builder.build()
         rng = random.Random(seed)

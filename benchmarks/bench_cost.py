@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -56,6 +55,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
+
+from bench_compaction import write_official_l0s  # noqa: E402
 
 from tests.s3_server import REQUEST_KINDS, S3Bucket, create_bucket, start_moto_server  # noqa: E402
 
@@ -206,33 +207,7 @@ def official_settings(compactor: str, gc: bool = False) -> Any:
 # ------------------------------------------------------------------------- compaction
 def write_l0s(bucket: S3Bucket, rows: int, l0s: int, seed: int) -> None:
     """An official database with ``l0s`` L0 SSTs of ``rows // l0s`` random entries each."""
-    s = official()
-
-    async def go() -> None:
-        st = s.Settings.default()
-        for key, value in {"flush_interval": "null", "compactor_options": "null",
-                           "garbage_collector_options": "null", "l0_max_ssts": "64",
-                           "l0_max_ssts_per_key": "64", "l0_sst_size_bytes": str(1 << 30),
-                           "max_unflushed_bytes": str(1 << 32)}.items():
-            st.set(key, value)
-        builder = s.DbBuilder(DB, off_store(bucket))
-        builder.with_settings(st)
-        db = await builder.build()
-        rng = random.Random(seed)
-        per = rows // l0s
-        for _ in range(l0s):
-            done = 0
-            while done < per:
-                n = min(10_000, per - done)
-                wb = s.WriteBatch()
-                for _ in range(n):
-                    wb.put(rng.randbytes(16), rng.randbytes(100))
-                await db.write(wb)
-                done += n
-            await db.flush_with_options(s.FlushOptions(flush_type=s.FlushType.MEM_TABLE))
-        await db.shutdown()
-
-    asyncio.run(go())
+    write_official_l0s(off_store(bucket), rows, l0s, seed)
 
 
 def l0_bytes(bucket: S3Bucket) -> int:

@@ -5,9 +5,12 @@ delta-rs (storage options written out here, not slatelib's)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
+import pytest
 from deltalake import DeltaTable
 
 from tests.interop.official import (
@@ -25,6 +28,27 @@ from tests.s3_server import ACCESS_KEY, REGION, SECRET_KEY, S3Bucket
 def env_vars(endpoint: str) -> dict[str, str]:
     return {"SLATELIB_S3_ENDPOINT": endpoint, "SLATELIB_S3_REGION": REGION,
             "SLATELIB_S3_ACCESS_KEY_ID": ACCESS_KEY, "SLATELIB_S3_SECRET_ACCESS_KEY": SECRET_KEY}
+
+
+@contextmanager
+def s3_settings(spark: Any, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The test server's S3 settings (:func:`env_vars`) for this process and the session's
+    Python workers (what ``--env-file`` gives a job's driver and, as
+    ``spark.executorEnv.*``, its executors); the workers' own are restored on exit."""
+    added = env_vars(endpoint)
+    for name, value in added.items():
+        monkeypatch.setenv(name, value)
+    workers = spark.sparkContext.environment
+    saved = {k: workers.get(k) for k in added}
+    workers.update(added)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                workers.pop(k, None)
+            else:
+                workers[k] = v
 
 
 class Source:

@@ -34,6 +34,7 @@ from tests.export_s3_support import (
     deltars_rows,
     env_vars,
     live_files_of,
+    s3_settings,
 )
 from tests.interop.official import OfficialAdmin
 from tests.s3_server import S3Bucket, create_bucket
@@ -49,18 +50,8 @@ MARKER = "secret-marker-5b7e0c"
 def s3_env(spark: Any, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The source's S3 settings for this process and the session's Python workers (what
     ``--env-file`` gives a job's driver and, as ``spark.executorEnv.*``, its executors)."""
-    added = env_vars(moto_endpoint)
-    for name, value in added.items():
-        monkeypatch.setenv(name, value)
-    workers = spark.sparkContext.environment
-    saved = {k: workers.get(k) for k in added}
-    workers.update(added)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            workers.pop(k, None)
-        else:
-            workers[k] = v
+    with s3_settings(spark, moto_endpoint, monkeypatch):
+        yield
 
 
 @pytest.fixture

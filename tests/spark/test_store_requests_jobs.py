@@ -14,7 +14,7 @@ import pytest
 
 from slatelib.config import CompactionSettings, Settings
 from tests.conftest import GOLDEN_DIR
-from tests.export_s3_support import env_vars
+from tests.export_s3_support import s3_settings
 from tests.s3_server import S3Bucket, create_bucket
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -23,18 +23,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 @pytest.fixture
 def s3_env(spark: Any, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The S3 settings for this process and the session's Python workers."""
-    added = env_vars(moto_endpoint)
-    for name, value in added.items():
-        monkeypatch.setenv(name, value)
-    workers = spark.sparkContext.environment
-    saved = {k: workers.get(k) for k in added}
-    workers.update(added)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            workers.pop(k, None)
-        else:
-            workers[k] = v
+    with s3_settings(spark, moto_endpoint, monkeypatch):
+        yield
 
 
 def upload(bucket: S3Bucket, fixture: str, root: str) -> str:
