@@ -26,13 +26,24 @@ class FakeTI:
         self.pushed[key] = value
 
 
+def project(where: str) -> Path:
+    """A project directory with the checkout's ``jobs/`` and ``conf/`` but no ``.venv`` (so
+    no spark-submit of its own, as on a worker whose project has no venv)."""
+    root = Path(where).parent / f"project-{Path(where).name}"
+    root.mkdir(exist_ok=True)
+    for name in ("jobs", "conf"):
+        if not (root / name).exists():
+            (root / name).symlink_to(ROOT / name)
+    return root
+
+
 def run_plan(monkeypatch: pytest.MonkeyPatch, path: str, **overrides: Any) -> str:
     """The ``plan`` task's callable, run with ``overrides`` as the run's conf and ``path``
     as the worker's PATH; returns the branch it picks."""
     dag, common, _ = load_dag(monkeypatch, DAG_FILE)
     monkeypatch.setenv("PATH", path)
     (task,) = [t for t in dag.tasks if t.task_id == "plan"]
-    params = {**param_values(dag.kwargs["params"]), "project_dir": str(ROOT),
+    params = {**param_values(dag.kwargs["params"]), "project_dir": str(project(path)),
               "executor_env": "", "databases": ["s3://b/db"], **overrides}
     if overrides.get("runner") == "spark_submit_operator":
         monkeypatch.setattr(common, "SparkSubmitOperator", object)
