@@ -22,11 +22,8 @@ def tour_script() -> str:
     return "set -euo pipefail\n" + "\n".join(blocks)
 
 
-def test_the_readme_tour_runs(tmp_path: Path) -> None:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("PYTHONPATH", None)
-    done = subprocess.run(["bash", "-c", tour_script()], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+def check_tour(done: subprocess.CompletedProcess[str], where: Path) -> None:
+    """What the tour run in ``where`` must have printed and written."""
     assert done.returncode == 0, done.stderr[-3000:]
     out, err = done.stdout, done.stderr
     assert "l0_views: 5" in out and "l0_views: 0" in out
@@ -35,7 +32,15 @@ def test_the_readme_tour_runs(tmp_path: Path) -> None:
     assert '"value": null' in out  # the deleted key
     assert "slate compact: compacted 5 L0" in err
     assert "dry run: would delete 0 objects" in err
-    gc = [json.loads(line) for line in (tmp_path / "gc-report.json").read_text().splitlines()]
+    gc = [json.loads(line) for line in (where / "gc-report.json").read_text().splitlines()]
     deleted = [r for r in gc if r.get("action") == "delete"]
     assert sum(1 for r in deleted if r["kind"] == "wal") == 1000
-    assert json.loads((tmp_path / "compact-report.json").read_text())["status"] == "success"
+    assert json.loads((where / "compact-report.json").read_text())["status"] == "success"
+
+
+def test_the_readme_tour_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(["bash", "-c", tour_script()], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    check_tour(done, tmp_path)

@@ -12,20 +12,24 @@ and interop suites (the whole suites run on 3.11 from ``.venv``) against the ins
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import GOLDEN_DIR, load_expected
+from tests.integration.test_readme_tour import check_tour, tour_script
 from tests.wheels.installed import (
     REPO,
     SUITE_VERSIONS,
     VERSIONS,
     WHEEL_DIR_ENV,
     InstalledVenv,
+    clean_env,
     find_wheel,
     venv_with,
     wheel_dir,
@@ -52,8 +56,6 @@ def installed(request: pytest.FixtureRequest) -> InstalledVenv:
     version: str = request.param
     wheel = find_wheel(version)
     if wheel is None:
-        import os
-
         message = f"no cp{version.replace('.', '')} wheel in {wheel_dir()} (make wheels)"
         if os.environ.get(WHEEL_DIR_ENV):
             pytest.fail(message)
@@ -143,6 +145,16 @@ def test_slate_spark_compact_in_local_mode(installed: InstalledVenv, tmp_path: P
     after = json.loads(ok(installed.run(["slate", "--db", url, "summary"], tmp_path)))
     assert after["l0_views"] == 0 and after["manifest_id"] > before["manifest_id"]
     assert scan(installed, url, tmp_path) == expected_live("basic")
+
+
+def test_the_readme_tour_with_only_the_wheel(installed: InstalledVenv, tmp_path: Path) -> None:
+    # the README's five-minute tour, as a newcomer runs it: its python and slate are the
+    # venv's, in a directory with no checkout
+    path = f"{installed.bin}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run(["bash", "-c", tour_script()], cwd=tmp_path,
+                          env=clean_env(PATH=path), capture_output=True, text=True,
+                          timeout=600, check=False)
+    check_tour(done, tmp_path)
 
 
 def test_no_top_level_jobs_package_in_site_packages(installed: InstalledVenv) -> None:
