@@ -201,7 +201,9 @@ def test_databases_and_project_come_from_variables(runs: dict[str, Any]) -> None
 def test_new_setup_skips_without_databases_and_fails_clearly_without_project(
     runs: dict[str, Any],
 ) -> None:
-    nothing, no_project = runs["bare"]["runs"]
+    # the second run has no project and Airflow's own Python has no slatelib (the third,
+    # with a python param that has it: the next test)
+    nothing, no_project = runs["bare"]["runs"][:2]
     assert nothing["state"] == "success"  # a skipped run is not a failed one
     assert {t: s["state"] for t, s in nothing["tasks"].items()} == \
         {"plan": "skipped", "gc": "skipped", "gc_spark": "skipped"}
