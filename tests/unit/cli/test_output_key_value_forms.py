@@ -11,18 +11,9 @@ from pathlib import Path
 import pytest
 
 from slatelib.cli import output
-from slatelib.cli.app import EXIT_OK, EXIT_USAGE, main
+from slatelib.cli.app import EXIT_OK, EXIT_USAGE
 from slatelib.errors import InvalidArgumentError
-
-
-def slate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
+from tests.unit.cli.test_output import slate
 
 LINES = [
     {"key": "user:00100", "value": "alice"},                     # text key and value
