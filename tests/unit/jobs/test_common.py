@@ -1,4 +1,4 @@
-"""The jobs' common options and database selection (``jobs/_common.py``), without Spark."""
+"""The jobs' common options and database selection (``slatelib/jobs/_common.py``), without Spark."""
 
 from __future__ import annotations
 
