@@ -57,19 +57,24 @@ def local_store(root: Path) -> Any:
     return b.build()
 
 
-def build_db(root: Path, rows: int, l0s: int, seed: int) -> None:
+def build_db(root: Path, rows: int, l0s: int, seed: int, codec: str | None = None) -> None:
     """Write the benchmark database with the official package (compactor and GC off)."""
-    write_official_l0s(local_store(root), rows, l0s, seed)
+    write_official_l0s(local_store(root), rows, l0s, seed, codec=codec)
 
 
-def write_official_l0s(store: Any, rows: int, l0s: int, seed: int) -> None:
+def write_official_l0s(store: Any, rows: int, l0s: int, seed: int,
+                       codec: str | None = None) -> None:
     """Write database ``DB`` in the official ``store`` with the official package: ``l0s``
     L0 SSTs of ``rows // l0s`` random entries (16-byte keys, 100-byte values), compactor
-    and GC off."""
+    and GC off; ``codec``: 0.17's ``compression_codec`` (snappy, lz4, zstd; None: none),
+    whose values are 50 random bytes repeated (so they compress about 2:1; W1's values
+    are random and would not compress). Blocks are 0.17's default 4 KiB."""
     s = official()
 
     async def go() -> None:
         st = s.Settings.default()
+        if codec is not None:
+            st.set("compression_codec", json.dumps(codec.capitalize()))
         for key, value in {"flush_interval": "null", "compactor_options": "null",
                            "garbage_collector_options": "null", "l0_max_ssts": "64",
                            "l0_max_ssts_per_key": "64", "l0_sst_size_bytes": str(1 << 30),
@@ -85,7 +90,9 @@ def write_official_l0s(store: Any, rows: int, l0s: int, seed: int) -> None:
             while done < per:
                 wb = s.WriteBatch()
                 for _ in range(min(batch, per - done)):
-                    wb.put(rng.randbytes(16), rng.randbytes(100))
+                    # compressed variants: 50 random bytes twice, about 2:1 for the codecs
+                    value = rng.randbytes(50) * 2 if codec else rng.randbytes(100)
+                    wb.put(rng.randbytes(16), value)
                 await db.write(wb)
                 done += batch
             await db.flush_with_options(s.FlushOptions(flush_type=s.FlushType.MEM_TABLE))
@@ -94,15 +101,20 @@ def write_official_l0s(store: Any, rows: int, l0s: int, seed: int) -> None:
     asyncio.run(go())
 
 
-def cached_db(rows: int, l0s: int, seed: int) -> Path:
-    root = DATA / f"compaction_{rows}_{l0s}_{seed}"
+def cached_db(rows: int, l0s: int, seed: int, codec: str | None = None) -> Path:
+    """The benchmark database, written once by the official package and cached under
+    ``benchmarks/data/`` (W1: the defaults, no compression; ``codec`` names a compressed
+    variant, cached apart)."""
+    suffix = f"_{codec}" if codec else ""
+    root = DATA / f"compaction_{rows}_{l0s}_{seed}{suffix}"
     if not (root / "READY").exists():
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         print(f"building the benchmark database in {root} (once) ...", flush=True)
         t = time.perf_counter()
-        build_db(root, rows, l0s, seed)
-        (root / "READY").write_text(json.dumps({"rows": rows, "l0s": l0s, "seed": seed}))
+        build_db(root, rows, l0s, seed, codec)
+        (root / "READY").write_text(json.dumps({"rows": rows, "l0s": l0s, "seed": seed,
+                                                "codec": codec}))
         print(f"  built in {time.perf_counter() - t:.1f}s", flush=True)
     return root
 
