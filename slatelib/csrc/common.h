@@ -122,12 +122,17 @@ void sl_buf_free(SlBuf *b);
 /* Once, at module init (with the GIL): the table, and zlib's own crc32 when the libz the
  * interpreter's zlib module loaded is found. */
 void sl_crc32_init(void);
-/* zlib.crc32(p[0:n]): zlib's crc32 when found, else the table (the same function). GIL-free. */
+/* zlib.crc32(p[0:n]): folded with PCLMULQDQ where the CPU has it (n >= 64), else zlib's crc32
+ * when found, else the table (the same function). GIL-free. */
 uint32_t sl_crc32(const unsigned char *p, size_t n);
 /* The built-in table-driven CRC-32 (slicing by 8), whatever sl_crc32 uses. */
 uint32_t sl_crc32_table(const unsigned char *p, size_t n);
-/* 1 when sl_crc32 calls zlib's crc32. */
+/* 1 when sl_crc32 calls zlib's crc32 (for inputs the folding path does not take). */
 int sl_crc32_uses_zlib(void);
+/* The folding CRC-32 (PCLMULQDQ) where the CPU has it, for n >= 64; else the table. */
+uint32_t sl_crc32_clmul(const unsigned char *p, size_t n);
+/* 1 when the CPU has PCLMULQDQ and sl_crc32 folds inputs of 64 bytes or more with it. */
+int sl_crc32_uses_clmul(void);
 
 /* ------------------------------------------------------------------ borrowed bytes */
 

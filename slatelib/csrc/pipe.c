@@ -39,26 +39,33 @@
 /* ------------------------------------------------------------------ CRC-32 (zlib) */
 
 PyDoc_STRVAR(pipe_crc32_doc,
-"pipe_crc32(data, table=False, /) -> (crc, source)\n\n"
-"zlib.crc32(data) as check_blocks computes it: with zlib's own crc32 when the loaded libz\n"
-"was found (source 'zlib'), else (or with table=True) the built-in table ('table').");
+"pipe_crc32(data, impl=0, /) -> (crc, source)\n\n"
+"zlib.crc32(data) as check_blocks computes it (impl 0): folded with PCLMULQDQ where the CPU\n"
+"has it and data holds 64 bytes or more (source 'clmul'), else zlib's own crc32 when the\n"
+"loaded libz was found ('zlib'), else the built-in table ('table'). impl 1 (or True): the\n"
+"table; impl 2: the folding path where the CPU has it, else the table.");
 
 static PyObject *py_pipe_crc32(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *data;
-    int table = 0;
-    if (!PyArg_ParseTuple(args, "O|p:pipe_crc32", &data, &table)) {
+    int impl = 0;
+    if (!PyArg_ParseTuple(args, "O|i:pipe_crc32", &data, &impl)) {
         return NULL;
     }
     ByteSpan s;
     if (span_get(data, &s, "data") < 0) {
         return NULL;
     }
-    int use_zlib = !table && sl_crc32_uses_zlib();
-    uint32_t c = use_zlib ? sl_crc32(s.ptr, (size_t)s.len) : sl_crc32_table(s.ptr, (size_t)s.len);
+    size_t n = (size_t)s.len;
+    int folds = sl_crc32_uses_clmul() && n >= 64;
+    const char *source = impl == 1 ? "table"
+                         : folds ? "clmul"
+                         : impl == 0 && sl_crc32_uses_zlib() && n >= 64 ? "zlib" : "table";
+    uint32_t c = impl == 1 ? sl_crc32_table(s.ptr, n)
+                 : impl == 2 ? sl_crc32_clmul(s.ptr, n) : sl_crc32(s.ptr, n);
     span_release(&s);
-    return Py_BuildValue("(ks)", (unsigned long)c, use_zlib ? "zlib" : "table");
+    return Py_BuildValue("(ks)", (unsigned long)c, source);
 }
 
 /* ------------------------------------------------------------------ checked blocks */
