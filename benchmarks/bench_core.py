@@ -32,6 +32,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -92,15 +93,22 @@ def _drop_outputs(store: ObjectStore, root: str, result: Any) -> None:
     store.delete_many([paths.compacted(h.id) for h in result.outputs])
 
 
+def _minflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def run_task(store: ObjectStore, root: str, task: CompactionTask) -> dict[str, Any]:
+    f0 = _minflt()
     t0, c0 = time.perf_counter(), time.process_time()
     result = execute_compaction_task(task, store=store)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    faults = _minflt() - f0
     _drop_outputs(store, root, result)
     m = result.metrics
     return {"wall_s": wall, "cpu_s": cpu, "bytes_in": m.bytes_in, "bytes_out": m.bytes_out,
             "rows_in": m.rows_in, "rows_out": m.rows_out, "ssts_out": len(result.outputs),
-            "read_s": m.read_s, "merge_s": m.merge_s, "write_s": m.write_s}
+            "read_s": m.read_s, "merge_s": m.merge_s, "write_s": m.write_s,
+            "page_faults": faults}
 
 
 def split_stages(store: ObjectStore, task: CompactionTask) -> dict[str, float]:
@@ -113,8 +121,10 @@ def split_stages(store: ObjectStore, task: CompactionTask) -> dict[str, float]:
     from slatelib.format.sst import SstWriter
     from slatelib.ops.engine._execute import input_buffers
     from slatelib.ops.engine._input import _get_group, _groups, open_inputs
+    from slatelib.ops.engine._output import sst_size_hint
 
     out = {"fetch": 0.0, "decode": 0.0, "merge_encode": 0.0, "framing": 0.0, "finish": 0.0}
+    faults = dict.fromkeys(out, 0)
     with ThreadPoolExecutor(2) as pool:
         sources = [v for v in open_inputs(task, store, pool) if v]
     _, fetch_bytes = input_buffers(len(task.sources), task.max_fetch_tasks, task.bytes_to_fetch)
@@ -123,15 +133,17 @@ def split_stages(store: ObjectStore, task: CompactionTask) -> dict[str, float]:
         groups: list[Any] = []
         for vi in views:
             for a, b in _groups(vi, fetch_bytes):
-                t = time.perf_counter()
+                t, f = time.perf_counter(), _minflt()
                 data, start, end = _get_group(store, vi, a, b)
                 out["fetch"] += time.perf_counter() - t
+                faults["fetch"] += _minflt() - f
                 bounds = [o - start for o in vi.index.offsets[a:b]]
                 bounds.append(end - start)
-                t = time.perf_counter()
+                t, f = time.perf_counter(), _minflt()
                 c = seam.check_group(data, bounds, vi.reader.version,
                                      vi.reader.info.compression, vi.range)
                 out["decode"] += time.perf_counter() - t
+                faults["decode"] += _minflt() - f
                 assert c is not None
                 if len(c):
                     groups.append(c)
@@ -143,21 +155,25 @@ def split_stages(store: ObjectStore, task: CompactionTask) -> dict[str, float]:
     pipe = RetainPipe(checked, policy, RetentionStats())
     done = False
     while not done:
-        w = SstWriter(task.sst_options)
+        w = SstWriter(task.sst_options, size_hint=sst_size_hint(task.max_sst_size))
         while not done and w.estimated_size < task.max_sst_size:
             budget = max(1, min(4 << 20, task.max_sst_size - w.estimated_size))
-            t = time.perf_counter()
+            t, f = time.perf_counter(), _minflt()
             done = pipe.fill(w.block_writer, budget)
-            t1 = time.perf_counter()
+            t1, f1 = time.perf_counter(), _minflt()
             w._collect()
             out["merge_encode"] += t1 - t
             out["framing"] += time.perf_counter() - t1
-        t = time.perf_counter()
+            faults["merge_encode"] += f1 - f
+            faults["framing"] += _minflt() - f1
+        t, f = time.perf_counter(), _minflt()
         if w.num_rows:
             enc = w.finish()
             data = enc.to_bytes()
             del data
         out["finish"] += time.perf_counter() - t
+        faults["finish"] += _minflt() - f
+    out.update({f"faults_{k}": float(v) for k, v in faults.items()})
     return out
 
 
@@ -166,7 +182,7 @@ def codec_limit(store: ObjectStore, root: str, task: CompactionTask) -> dict[str
     every output block (from a run of the task) compressed, one thread, same calls."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from slatelib.format.compression import compress, decompress
+    from slatelib.format.compression import block_compressor, block_decompressor, decompress
     from slatelib.format.sst import block_range, parse_sst
     from slatelib.ops.engine._input import open_inputs
     from slatelib.paths import DbPaths
@@ -191,13 +207,18 @@ def codec_limit(store: ObjectStore, root: str, task: CompactionTask) -> dict[str
         for i in range(len(parsed.index.offsets)):
             raw_out.append(decompress(codec_out, parsed.block_region(i)[:-4]))
     _drop_outputs(store, root, result)
+    unpack = {c: block_decompressor(c) for c, _ in blocks_in}
+    pack = block_compressor(codec_out)
     t = time.process_time()
     for codec, b in blocks_in:
-        decompress(codec, b)
+        fn = unpack[codec]
+        if fn is not None:
+            fn(b)
     dec = time.process_time() - t
     t = time.process_time()
-    for b in raw_out:
-        compress(codec_out, b)
+    if pack is not None:
+        for b in raw_out:
+            pack(b)
     enc = time.process_time() - t
     return {"decompress_cpu_s": dec, "compress_cpu_s": enc, "blocks_in": len(blocks_in),
             "blocks_out": len(raw_out), "cpu_s": dec + enc}
@@ -213,8 +234,7 @@ def callgrind(args: argparse.Namespace) -> dict[str, Any]:
            "--tasks", str(args.callgrind_tasks), "--task", "0"]
     if args.codec:
         cmd += ["--codec", args.codec]
-    env = dict(os.environ, PYTHONMALLOC="malloc")
-    child = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    child = subprocess.run(cmd, capture_output=True, text=True, check=True)
     info = json.loads(child.stdout.strip().splitlines()[-1])
     dumps = sorted(glob.glob(f"{out_dir}/cg.*.*"))
     if not dumps:
@@ -301,7 +321,9 @@ def main() -> None:
         "bytes_out": runs[0]["bytes_out"], "ssts_out": runs[0]["ssts_out"],
         "cpu_s": round(cpu, 4), "wall_s": round(wall, 4),
         "mb_per_cpu_s": round(bytes_in / MB / cpu, 1),
+        "mb_per_cpu_s_best": round(bytes_in / MB / min(r["cpu_s"] for r in runs), 1),
         "mb_per_wall_s": round(bytes_in / MB / wall, 1),
+        "page_faults": int(statistics.median(r["page_faults"] for r in runs)),
         "runs": runs,
     }
     if not args.no_split:
@@ -309,7 +331,8 @@ def main() -> None:
         report["split"] = {k: round(statistics.median(s[k] for s in splits), 4)
                            for k in splits[0]}
         report["split_mb_per_s"] = round(
-            bytes_in / MB / sum(v for k, v in report["split"].items() if k != "fetch"), 1)
+            bytes_in / MB / sum(v for k, v in report["split"].items()
+                                if k != "fetch" and not k.startswith("faults")), 1)
     if args.codec_limit:
         lim = codec_limit(store, root, task)
         lim["mb_per_cpu_s"] = round(bytes_in / MB / lim["cpu_s"], 1)

@@ -29,7 +29,7 @@ size_t sl_grown_cap(size_t cap, size_t need, size_t elem)
     return new_cap;
 }
 
-int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem)
+int sl_grow_slow(void **buf, size_t *cap, size_t need, size_t elem, int mem)
 {
     if (need <= *cap) {
         return 0;

@@ -105,7 +105,12 @@ size_t sl_grown_cap(size_t cap, size_t need, size_t elem);
 
 /* Room for `need` elements of `elem` bytes in *buf (capacity *cap elements, grown by
  * sl_grown_cap). 0, or -1: out of memory (MemoryError set unless SL_RAW). */
-int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem);
+int sl_grow_slow(void **buf, size_t *cap, size_t need, size_t elem, int mem);
+/* (inline: the per-row callers almost always have room, and pay only this compare) */
+static inline int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem)
+{
+    return need <= *cap ? 0 : sl_grow_slow(buf, cap, need, elem, mem);
+}
 
 /* A growable byte buffer (PyMem). */
 typedef struct {
@@ -116,6 +121,40 @@ typedef struct {
 /* Append src[0:n]. 0, or -1 with MemoryError. */
 int sl_buf_put(SlBuf *b, const void *src, size_t n);
 void sl_buf_free(SlBuf *b);
+
+/* ------------------------------------------------------------------ keys */
+
+/* Byte-wise comparison of two keys (shorter first on a tie), as Python compares bytes: most
+ * keys differ in their first 8 bytes, so those are one big-endian compare, no call. */
+static inline int sl_key_cmp(const unsigned char *a, size_t alen, const unsigned char *b,
+                             size_t blen)
+{
+    if (alen >= 8 && blen >= 8) {
+        uint64_t x = load_be64(a), y = load_be64(b);
+        if (x != y) {
+            return x < y ? -1 : 1;
+        }
+    }
+    size_t n = alen < blen ? alen : blen;
+    int r = n ? memcmp(a, b, n) : 0;
+    if (r) {
+        return r;
+    }
+    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+}
+
+/* a == b, with the same first-8-bytes shortcut. */
+static inline int sl_key_eq(const unsigned char *a, size_t alen, const unsigned char *b,
+                            size_t blen)
+{
+    if (alen != blen) {
+        return 0;
+    }
+    if (alen >= 8 && load_le64(a) != load_le64(b)) {
+        return 0;
+    }
+    return alen == 0 || memcmp(a, b, alen) == 0;
+}
 
 /* ------------------------------------------------------------------ CRC-32 */
 

@@ -103,19 +103,7 @@ static void cb_dealloc(CheckedBlocksObject *self)
 
 static inline int raw_cmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
 {
-    if (alen >= 8 && blen >= 8) {
-        /* most keys differ in their first 8 bytes: one big-endian compare, no call */
-        uint64_t x = load_be64(a), y = load_be64(b);
-        if (x != y) {
-            return x < y ? -1 : 1;
-        }
-    }
-    size_t n = alen < blen ? alen : blen;
-    int r = n ? memcmp(a, b, n) : 0;
-    if (r) {
-        return r;
-    }
-    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+    return sl_key_cmp(a, alen, b, blen);
 }
 
 typedef struct {
@@ -826,7 +814,7 @@ static int p_gather(PipeObject *m)
     }
     while (m->nheap) {
         PCursor *top = m->heap[0];
-        if (top->cur.klen != klen || (klen && memcmp(top->cur.key, key, klen) != 0)) {
+        if (!sl_key_eq(top->cur.key, top->cur.klen, key, klen)) {
             break;
         }
         if (p_vers_push(m, top) < 0 || p_pop_advance(m) < 0) {
@@ -1210,7 +1198,7 @@ static int p_resolve_key(PipeObject *m)
     }
     while (rc == 0 && m->nheap) {
         top = m->heap[0];
-        if (top->cur.klen != klen || (klen && memcmp(top->cur.key, key, klen) != 0)) {
+        if (!sl_key_eq(top->cur.key, top->cur.klen, key, klen)) {
             break;
         }
         rc = p_pop_advance(m);
