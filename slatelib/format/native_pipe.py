@@ -132,7 +132,7 @@ def range_bounds(rng: BytesRange | None) -> tuple[bytes | None, bytes | None, bo
     return lo, hi, rng.start.kind == BoundKind.EXCLUDED, rng.end.kind == BoundKind.INCLUDED
 
 
-def check_stored_blocks(data: bytes, bounds: list[int], version: int, codec: int,
+def check_stored_blocks(data: bytes | memoryview, bounds: list[int], version: int, codec: int,
                         rng: BytesRange | None = None) -> CheckedBlocks:
     """:func:`check_blocks` for stored blocks of any codec: uncompressed blocks are checked
     natively in one call; compressed ones are CRC-checked and decompressed here, block by
