@@ -12,13 +12,14 @@ result, or the failure as a value (Spark would lose the error's type), to the dr
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from slatelib.ops.compaction import CompactionTask, TaskOutcome, run_compaction_task
 from slatelib.ops.engine import TaskFailure, task_bytes
 from slatelib.ops.progress import start
-from slatelib.spark.executors import map_on_executors
+from slatelib.spark.executors import on_executors
 from slatelib.spark.guard import placement
 from slatelib.spark.progress import track
 
@@ -46,16 +47,23 @@ class SparkTaskRunner:
         done_bytes = sc.accumulator(0)  # the driver sees each task's add when it finishes
         fn = self.task_fn
 
-        def run_one(item: tuple[CompactionTask, int]) -> TaskOutcome:
-            outcome = fn(item[0])
-            done_bytes.add(item[1])
-            if isinstance(outcome, TaskFailure):
-                outcome = dataclasses.replace(outcome, executor=placement())
-            return outcome
+        def run_part(part: Iterator[tuple[CompactionTask, int]]) -> Iterator[TaskOutcome]:
+            launched = time.time()  # before the task spec is unpickled (next(part))
+            for task, size in part:
+                outcome = fn(task)
+                done_bytes.add(size)
+                if isinstance(outcome, TaskFailure):
+                    outcome = dataclasses.replace(outcome, executor=placement())
+                elif outcome.times is not None:
+                    outcome = dataclasses.replace(outcome, times=dataclasses.replace(
+                        outcome.times, launched=launched))
+                yield outcome
 
         progress = start(self.label, unit="bytes", total=sum(sizes))
+        items = list(zip(tasks, sizes, strict=True))
         with track(sc, progress, counter=done_bytes):
-            outcomes: list[TaskOutcome] = map_on_executors(
-                sc, run_one, list(zip(tasks, sizes, strict=True)))
+            outcomes: list[TaskOutcome] = list(
+                sc.parallelize(items, len(items))
+                .mapPartitions(on_executors(sc, run_part, iterator=True)).collect())
         progress.finish(sum(sizes))
         return outcomes

@@ -55,6 +55,7 @@ from slatelib.ops.engine._task import (
     TaskMetrics,
     TaskOutcome,
     TaskSource,
+    TaskTimes,
     TaskView,
     sum_retention,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "TaskOutcome",
     "TaskRunner",
     "TaskSource",
+    "TaskTimes",
     "TaskView",
     "ThreadTaskRunner",
     "build_tasks",

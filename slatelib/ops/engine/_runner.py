@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -26,6 +27,7 @@ from slatelib.ops.engine._task import (
     CompactionTask,
     TaskFailure,
     TaskOutcome,
+    TaskTimes,
 )
 
 __all__ = [
@@ -48,13 +50,16 @@ def run_compaction_task(task: CompactionTask, *, store: ObjectStore | None = Non
         nothing: every ``Exception`` becomes a :class:`TaskFailure` (a ``BaseException`` such
         as ``KeyboardInterrupt`` still propagates).
     """
+    started = time.time()
     try:
         hook = task.after_outputs
         if hook is None:
-            return execute_compaction_task(task, store=store, clock=clock)
-        obj_store = store if store is not None else task.store.open()
-        result = execute_compaction_task(task, store=obj_store, clock=clock)
-        return replace(result, check=hook(obj_store, task, result.outputs))
+            result = execute_compaction_task(task, store=store, clock=clock)
+        else:
+            obj_store = store if store is not None else task.store.open()
+            result = execute_compaction_task(task, store=obj_store, clock=clock)
+            result = replace(result, check=hook(obj_store, task, result.outputs))
+        return replace(result, times=TaskTimes(started=started, ended=time.time()))
     except Exception as exc:  # every failure becomes a value; SimulatedCrash passes
         log.warning("compaction task failed [task=%s, error=%s]", task.label, exc)
         return TaskFailure.of(task.index, exc)
@@ -87,7 +92,8 @@ def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
                   max_attempts: int) -> tuple[list[CompactionResult], int]:
     """Run ``tasks``, re-running the ones that failed transiently (new attempts write new
     SSTs; a failed attempt's SSTs are never referenced). Returns the results in task order
-    and the number of task runs.
+    and the number of task runs. Each result's ``times`` carry when its runner call began
+    and returned (``submitted``, ``collected``), for the execute breakdown.
 
     Raises:
         SlateError: the first failure that is not transient, or that kept failing.
@@ -97,13 +103,17 @@ def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
     runs = 0
     for attempt in range(1, max(1, max_attempts) + 1):
         runs += len(pending)
+        submitted = time.time()
         outcomes = runner(pending)
+        collected = time.time()
         failures: list[TaskFailure] = []
         for o in outcomes:
             if isinstance(o, TaskFailure):
                 failures.append(replace(o, attempt=attempt))
             else:
-                done[o.index] = replace(o, attempt=attempt)
+                times = replace(o.times or TaskTimes(), submitted=submitted,
+                                collected=collected)
+                done[o.index] = replace(o, attempt=attempt, times=times)
         missing = {t.index for t in pending} - done.keys() - {f.index for f in failures}
         if missing:
             raise InvalidArgumentError(f"task runner returned no outcome for tasks "
