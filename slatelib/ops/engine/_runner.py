@@ -31,6 +31,7 @@ from slatelib.ops.engine._task import (
 )
 
 __all__ = [
+    "StreamingTaskRunner",
     "TaskRunner",
     "ThreadTaskRunner",
     "execute_tasks",
@@ -81,11 +82,33 @@ class ThreadTaskRunner:
         self.task_fn = task_fn
 
     def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
+        return self.run_streaming(tasks, None)
+
+    def run_streaming(self, tasks: Sequence[CompactionTask],
+                      on_outcome: Callable[[TaskOutcome], None] | None,
+                      ) -> list[TaskOutcome]:
+        """:meth:`__call__`, calling ``on_outcome`` with each outcome as its task ends."""
+        def one(task: CompactionTask) -> TaskOutcome:
+            outcome = self.task_fn(task)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            return outcome
+
         if len(tasks) <= 1 or self.max_workers <= 1:
-            return [self.task_fn(t) for t in tasks]
+            return [one(t) for t in tasks]
         with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
                                 thread_name_prefix="compact-task") as pool:
-            return list(pool.map(self.task_fn, tasks))
+            return list(pool.map(one, tasks))
+
+
+class StreamingTaskRunner(TaskRunner, Protocol):
+    """A runner that can also say when each task ends (worker mode records every finished
+    key range at once): ``run_streaming(tasks, on_outcome)`` runs them as ``__call__``
+    does, calling ``on_outcome`` once per task with its outcome, soon after it ends."""
+
+    def run_streaming(self, tasks: Sequence[CompactionTask],
+                      on_outcome: Callable[[TaskOutcome], None] | None,
+                      ) -> list[TaskOutcome]: ...
 
 
 def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
