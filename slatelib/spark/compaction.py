@@ -80,13 +80,25 @@ class SparkTaskRunner:
         progress = start(self.label, unit="bytes", total=sum(sizes))
         items = list(zip(tasks, sizes, strict=True))
         seen = _Seen(on_outcome)
-        with track(sc, progress, counter=done_bytes), seen.watch(finished):
-            outcomes: list[TaskOutcome] = list(
-                sc.parallelize(items, len(items))
-                .mapPartitions(on_executors(sc, run_part, iterator=True)).collect())
+        rdd = sc.parallelize(items, len(items)).mapPartitions(
+            on_executors(sc, run_part, iterator=True))
+        with track(sc, progress, counter=done_bytes, settle=False), seen.watch(finished):
+            submitted = time.time()
+            outcomes: list[TaskOutcome] = list(rdd.collect())
+            collected = time.time()
+        outcomes = [_stamped(o, submitted, collected) for o in outcomes]
         seen.feed(outcomes)
+        progress.update(sum(sizes), fraction=1.0, detail=f"{len(items)}/{len(items)} tasks")
         progress.finish(sum(sizes))
         return outcomes
+
+
+def _stamped(outcome: TaskOutcome, submitted: float, collected: float) -> TaskOutcome:
+    """``outcome`` with the driver's submit and collect times of its Spark job."""
+    if isinstance(outcome, TaskFailure) or outcome.times is None:
+        return outcome
+    return dataclasses.replace(outcome, times=dataclasses.replace(
+        outcome.times, submitted=submitted, collected=collected))
 
 
 class _Appended:

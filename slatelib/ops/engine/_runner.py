@@ -134,8 +134,9 @@ def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
             if isinstance(o, TaskFailure):
                 failures.append(replace(o, attempt=attempt))
             else:
-                times = replace(o.times or TaskTimes(), submitted=submitted,
-                                collected=collected)
+                times = o.times or TaskTimes()  # a runner may know its submit better
+                times = replace(times, submitted=times.submitted or submitted,
+                                collected=times.collected or collected)
                 done[o.index] = replace(o, attempt=attempt, times=times)
         missing = {t.index for t in pending} - done.keys() - {f.index for f in failures}
         if missing:
