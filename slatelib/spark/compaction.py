@@ -59,15 +59,19 @@ class SparkTaskRunner:
             return []
         sc = self.spark.sparkContext
         sizes = [task_bytes(t) for t in tasks]
-        done_bytes = sc.accumulator(0)  # the driver sees each task's add when it finishes
-        finished = None if on_outcome is None else sc.accumulator([], _Appended())
+        progress = start(self.label, unit="bytes", total=sum(sizes))
+        # the driver sees each task's add when it finishes; not needed without progress
+        done_bytes = None if progress.out is None else sc.accumulator(0)
+        finished: Any = None if on_outcome is None else sc.accumulator(
+            [], _Appended())  # type: ignore[arg-type]
         fn = self.task_fn
 
         def run_part(part: Iterator[tuple[CompactionTask, int]]) -> Iterator[TaskOutcome]:
             launched = time.time()  # before the task spec is unpickled (next(part))
             for task, size in part:
                 outcome = fn(task)
-                done_bytes.add(size)
+                if done_bytes is not None:
+                    done_bytes.add(size)
                 if isinstance(outcome, TaskFailure):
                     outcome = dataclasses.replace(outcome, executor=placement())
                 elif outcome.times is not None:
@@ -77,7 +81,6 @@ class SparkTaskRunner:
                     finished.add([outcome])
                 yield outcome
 
-        progress = start(self.label, unit="bytes", total=sum(sizes))
         items = list(zip(tasks, sizes, strict=True))
         seen = _Seen(on_outcome)
         rdd = sc.parallelize(items, len(items)).mapPartitions(
