@@ -58,17 +58,30 @@ def _jobs_so_far(spark: Any) -> set[int]:
 
 
 def test_worker_records_a_breakdown_and_runs_a_compaction_as_one_spark_job(
-        spark: Any, tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slatelib.ops.compaction import worker
+
     store = open_store(f"file://{tmp_path}")
     for name, seed in (("a", 1), ("b", 2)):
         make_db(tmp_path, name, seed)
         schedule_compaction(store, name)
+    recorded: list[tuple[str, int]] = []
+    record = worker._Job.record
+
+    def counting(self: Any, index: int, outputs: Any) -> None:
+        recorded.append((self.db.name, index))
+        record(self, index, outputs)
+
+    monkeypatch.setattr(worker._Job, "record", counting)
     before = _jobs_so_far(spark)
     report, code = job(spark, "--worker", "--until-idle", "--db", f"file://{tmp_path}/a",
                        "--db", f"file://{tmp_path}/b", "--parallelism", "3")
     assert code == 0 and report["totals"]["compacted"] == 2
     records = [j for d in report["databases"] for j in d["jobs"]]
     assert [r["status"] for r in records] == ["compacted", "compacted"]
+    # each finished range recorded once (from the tasks' accumulator or the results)
+    assert sorted(recorded) == sorted(set(recorded))
+    assert len(recorded) == sum(r["ranges"] for r in records)
     for r in records:
         consistent(r["execute_breakdown"], r["ranges"])
         assert r["execute_breakdown"]["execute_s"] <= r["seconds"]
