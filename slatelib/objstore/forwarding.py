@@ -92,7 +92,9 @@ def read_range_buffer(store: ObjectStore, path: str, start: int, end: int,
     Raises:
         As :meth:`ObjectStore.get_range`.
     """
-    fn = getattr(store, "get_range_buffer", None)
+    # Only a method of the store's class counts: a wrapper that forwards unknown attributes
+    # (``__getattr__``) to an inner store must not have its own ``get_range`` bypassed.
+    fn = getattr(type(store), "get_range_buffer", None)
     if fn is None:
         return store.get_range(path, start, end)
-    return cast("memoryview | bytes", fn(path, start, end))
+    return cast("memoryview | bytes", fn(store, path, start, end))

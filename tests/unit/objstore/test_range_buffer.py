@@ -62,3 +62,26 @@ def test_gives_up_like_get_range(store: ObjectStore) -> None:
     retrying = RetryingObjectStore(flaky, max_attempts=2, sleep=lambda s: None)
     with pytest.raises(UnavailableError):
         read_range_buffer(retrying, "a/obj", 0, 300)
+
+
+class _Forwarding:
+    """A duck-typed wrapper that counts its ranged reads and forwards every other attribute
+    (``__getattr__``) to the store it wraps, as test and tooling wrappers often do."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        self.reads += 1
+        return self.inner.get_range(path, start, end)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_attribute_forwarding_wrapper_keeps_its_own_reads(store: ObjectStore) -> None:
+    wrapper = _Forwarding(store)
+    got = read_range_buffer(wrapper, "a/obj", 3, 300)  # type: ignore[arg-type]
+    assert bytes(got) == store.get_range("a/obj", 3, 300)
+    assert wrapper.reads == 1  # the inner store's buffer read did not bypass the wrapper
