@@ -34,7 +34,8 @@ output SSTs):
 
 Correctness: every job of ours must report ``rows_out == rows_in``, and a read-only
 slatelib ``DbReader`` over its output must see the source's keys, bytes and digest; on S3
-the official ``DbReader`` also reads our output in full.
+the official ``DbReader`` also reads our output in full (from a local download of the
+bucket: it reads block by block, which takes minutes on moto).
 
 Prints the runs, then one summary (RESULTS.md top-table rows, markdown), PASS/MISS per
 target of issue 28 (ratio >= 5x, overhead <= 15% of execute, >= 400 MB/s per core;
@@ -79,6 +80,13 @@ from _compaction_figures import (  # noqa: E402
     summary_rows,
     targets,
 )
+
+T0 = time.perf_counter()
+
+
+def say(text: str) -> None:
+    """``text`` on stdout, flushed, after the seconds since the start (``[  12s]``)."""
+    print(f"[{time.perf_counter() - T0:5.0f}s] {text}", flush=True)
 
 
 def official() -> Any:
@@ -128,8 +136,8 @@ def write_official_l0s(store: Any, rows: int, l0s: int, seed: int,
                 wb = s.WriteBatch()
                 for _ in range(min(batch, per - done)):
                     # compressed variants: 50 random bytes twice, about 2:1 for the codecs
-                    value = rng.randbytes(50) * 2 if codec else rng.randbytes(100)
-                    wb.put(rng.randbytes(16), value)
+                    data = rng.randbytes(50) * 2 if codec else rng.randbytes(100)
+                    wb.put(rng.randbytes(16), data)
                 await db.write(wb)
                 done += batch
             await db.flush_with_options(s.FlushOptions(flush_type=s.FlushType.MEM_TABLE))
@@ -147,12 +155,12 @@ def cached_db(rows: int, l0s: int, seed: int, codec: str | None = None) -> Path:
     if not (root / "READY").exists():
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        print(f"building the benchmark database in {root} (once) ...", flush=True)
+        say(f"building the benchmark database in {root} (once) ...")
         t = time.perf_counter()
         build_db(root, rows, l0s, seed, codec)
         (root / "READY").write_text(json.dumps({"rows": rows, "l0s": l0s, "seed": seed,
                                                 "codec": codec}))
-        print(f"  built in {time.perf_counter() - t:.1f}s", flush=True)
+        say(f"  built in {time.perf_counter() - t:.1f}s")
     return root
 
 
@@ -267,7 +275,8 @@ def worker_main(master: str) -> None:
         wall = time.perf_counter() - t
         emit({"wall_s": wall, "code": code, "db": report["databases"][0],
               "store_requests": report.get("store_requests")})
-    emit({"jvm_peak_rss_bytes": _peak_rss(spark.sparkContext._gateway.proc.pid)})
+    gateway = spark.sparkContext._gateway
+    emit({"jvm_peak_rss_bytes": _peak_rss(gateway.proc.pid) if gateway is not None else 0})
     spark.stop()
 
 
@@ -361,7 +370,7 @@ def our_local_job(session: Session, src: Path, name: str, expected: Any) -> dict
     answer = session.job(f"file://{root}/{DB}")
     check_job(answer, expected, f"file://{root}", name)
     shutil.rmtree(root, ignore_errors=True)
-    figures = job_figures(answer["db"], answer["wall_s"])
+    figures: dict[str, Any] = job_figures(answer["db"], answer["wall_s"])
     figures["store_requests"] = answer.get("store_requests")
     return figures
 
@@ -380,14 +389,14 @@ def compare_local(session: Session, src: Path, repeat: int, label: str) -> dict[
         ours.append(our_local_job(session, src, f"ours-{label}-{i}", expected))
         j = ours[-1]
         b = j["breakdown"]
-        print(f"  {label} round {i + 1}: official {off[-1]:.2f}s | ours total {j['total_s']:.2f}s "
+        say(f"  {label} round {i + 1}: official {off[-1]:.2f}s | ours total {j['total_s']:.2f}s "
               f"(wall {j['wall_s']:.2f}s) -> {off[-1] / j['total_s']:.2f}x | execute "
               f"{b['execute_s']:.2f}s, tasks {b['tasks_s']:.2f}s ({b['task_share']:.0%}), "
               f"overhead {b['overhead_s']:.2f}s ({b['overhead_share']:.0%})"
               f"{' (computed)' if b['computed'] else ''} | {j['mb_s_per_core']:.0f} MB/s per "
-              f"core CPU, {j['mb_s_per_task_s']:.0f} per task-second", flush=True)
+              f"core CPU, {j['mb_s_per_task_s']:.0f} per task-second")
         if not b["computed"] and b.get("parts_s"):
-            print(f"    execute_breakdown parts_s: {json.dumps(b['parts_s'])}", flush=True)
+            say(f"    execute_breakdown parts_s: {json.dumps(b['parts_s'])}")
     med = median_figures(ours)
     off_s = statistics.median(off)
     return {"input_mb": round(nbytes / MB, 1), "rows": expected.keys,
@@ -402,13 +411,13 @@ def compare_local(session: Session, src: Path, repeat: int, label: str) -> dict[
 
 def print_local(label: str, r: dict[str, Any]) -> None:
     o = r["ours"]
-    print(f"{label}: {r['input_mb']:.0f} MB; official {r['official_s']:.2f}s "
+    say(f"{label}: {r['input_mb']:.0f} MB; official {r['official_s']:.2f}s "
           f"({r['official_mb_s']:.0f} MB/s), ours total {o['total_s']:.2f}s (wall "
           f"{o['wall_s']:.2f}s): **{r['ratio']:.2f}x** (wall {r['ratio_wall']:.2f}x; rounds "
           f"{r['round_ratios']}); tasks {o['task_share']:.0%} of execute, overhead "
           f"{o['overhead_share']:.0%}{' (computed)' if o['breakdown_computed'] else ''}; "
           f"{o['mb_s_per_core']:.0f} MB/s per core ({o['mb_s_per_task_s']:.0f} per "
-          f"task-second)", flush=True)
+          f"task-second)")
 
 
 # ------------------------------------------------------------------------------------ S3
@@ -418,6 +427,16 @@ def upload(src: Path, bucket: Any) -> None:
     for p in sorted((src / DB).rglob("*")):
         if p.is_file():
             store.put(p.relative_to(src).as_posix(), p.read_bytes())
+
+
+def download(bucket: Any, dst: Path) -> Path:
+    """Every object of ``bucket`` into directory ``dst`` (same keys); returns ``dst``."""
+    store = bucket.open()
+    for meta in store.list(""):
+        path = dst / meta.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(store.get(meta.path))
+    return dst
 
 
 def _count(bucket: Any) -> dict[str, Any]:
@@ -435,9 +454,10 @@ def _minus(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "bytes_out": max(0, a["bytes_out"] - b["bytes_out"])}
 
 
-def compare_s3(session: Session, endpoint: str, src: Path) -> dict[str, Any]:
+def compare_s3(session: Session, endpoint: str, src: Path, work: Path) -> dict[str, Any]:
     """One round on moto S3: the official compactor (idle-Db requests subtracted), then our
-    job; MB/s, requests per GB, and the official reader over our output."""
+    job; MB/s, requests per GB, and the official reader over our output (downloaded into
+    ``work``)."""
     from slatelib.core.rescale_check import RangeStats
     from tests.interop.official import read_all, s3_store
     from tests.s3_server import create_bucket
@@ -448,8 +468,7 @@ def compare_s3(session: Session, endpoint: str, src: Path) -> dict[str, Any]:
     off_b, idle_b, ours_b = (create_bucket(endpoint) for _ in range(3))
     for b in (off_b, idle_b, ours_b):
         upload(src, b)
-    print(f"  s3: {nbytes / MB:.0f} MB uploaded to 3 buckets ({time.perf_counter() - t:.0f}s)",
-          flush=True)
+    say(f"  s3: {nbytes / MB:.0f} MB uploaded to 3 buckets ({time.perf_counter() - t:.0f}s)")
 
     def reset() -> None:
         off_b.reset_requests()
@@ -461,13 +480,20 @@ def compare_s3(session: Session, endpoint: str, src: Path) -> dict[str, Any]:
                                       opened=reset))
     off_raw, idle = _count(off_b), _count(idle_b)
     off = _minus(off_raw, idle)
-    print(f"  s3 official: {off_s:.2f}s, {off_raw['total']} requests (idle Db "
-          f"{idle['total']}, subtracted)", flush=True)
+    say(f"  s3 official: {off_s:.2f}s, {off_raw['total']} requests (idle Db "
+          f"{idle['total']}, subtracted)")
     ours_b.reset_requests()
     answer = session.job(f"{ours_b.url}/{DB}")
     ours = _count(ours_b)
     check_job(answer, expected, ours_b.open(), "s3")
-    pairs = read_all(s3_store(ours_b.name, endpoint=endpoint), DB)
+    # the official reader fetches block by block (thousands of ranged GETs, minutes on
+    # moto): it reads the objects our job left in the bucket from a local download
+    t = time.perf_counter()
+    local = download(ours_b, work / "s3-ours")
+    pairs = read_all(local, DB)
+    shutil.rmtree(local, ignore_errors=True)
+    say(f"  s3: the official DbReader read our output (downloaded; "
+        f"{time.perf_counter() - t:.1f}s)")
     official_view = RangeStats.of(pairs)
     if official_view != expected:
         raise SystemExit(f"s3: the official reader sees {official_view}, the source has "
@@ -476,9 +502,9 @@ def compare_s3(session: Session, endpoint: str, src: Path) -> dict[str, Any]:
     gb = nbytes / GB
     reported = answer.get("store_requests") or {}
     reported_total = reported.get("total") if isinstance(reported, dict) else None
-    print(f"  s3 ours: total {fig['total_s']:.2f}s (wall {fig['wall_s']:.2f}s), "
+    say(f"  s3 ours: total {fig['total_s']:.2f}s (wall {fig['wall_s']:.2f}s), "
           f"{ours['total']} requests (report: {reported_total}); official reader: "
-          f"{official_view.keys} keys, as the source", flush=True)
+          f"{official_view.keys} keys, as the source")
     return {"input_mb": round(nbytes / MB, 1), "rows": expected.keys,
             "official_s": round(off_s, 3), "ours": fig,
             "official_mb_s": round(nbytes / MB / off_s, 1),
@@ -500,7 +526,7 @@ def run_core(work: Path) -> dict[str, Any]:
     MB/s and instructions-per-byte figures found in it (``summary``)."""
     script = HERE / "bench_core.py"
     if not script.exists():
-        print("--core: benchmarks/bench_core.py is not in this tree; skipped", flush=True)
+        say("--core: benchmarks/bench_core.py is not in this tree; skipped")
         return {"skipped": "benchmarks/bench_core.py missing"}
     out = work / "core.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -508,13 +534,12 @@ def run_core(work: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, str(script), "--json", str(out)], cwd=REPO,
                           env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not out.exists():
-        print(f"--core: bench_core.py failed ({done.returncode}): {done.stderr[-1500:]}",
-              flush=True)
+        say(f"--core: bench_core.py failed ({done.returncode}): {done.stderr[-1500:]}")
         return {"failed": done.returncode, "stderr": done.stderr[-1500:]}
     data = json.loads(out.read_text())
     found = find_figures(data, ("per_core", "mb_s", "instructions", "per_byte"))
     summary = ", ".join(f"{k} {v:.4g}" for k, v in list(found.items())[:8])
-    print(f"--core ({time.perf_counter() - t:.0f}s): {summary}", flush=True)
+    say(f"--core ({time.perf_counter() - t:.0f}s): {summary}")
     return {"data": data, "figures": found, "summary": summary}
 
 
@@ -555,8 +580,8 @@ def scaling(src: Path, repeat: int, w1_median_s: float) -> dict[str, Any]:
         out[label] = {"runs_s": [round(j["total_s"], 3) for j in runs],
                       "median_s": round(med, 3),
                       "scaling_to_local2": round(med / w1_median_s, 2) if w1_median_s else 0.0}
-        print(f"scaling {label}: {out[label]['runs_s']} -> {out[label]['scaling_to_local2']}x "
-              f"to local[2]", flush=True)
+        say(f"scaling {label}: {out[label]['runs_s']} -> {out[label]['scaling_to_local2']}x "
+              f"to local[2]")
     return out
 
 
@@ -601,10 +626,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = " ".join([".venv/bin/python benchmarks/bench_compaction.py", *given])
     if not given:
         command += "` (`make bench-compaction`"
-    print(f"{os.cpu_count()} cores, load average "
-          f"{[round(x, 2) for x in os.getloadavg()]}", flush=True)
+    say(f"{os.cpu_count()} cores, load average "
+          f"{[round(x, 2) for x in os.getloadavg()]}")
     cores_before = free_cores()
-    print(f"free cores now: {cores_before} of {os.cpu_count()}", flush=True)
+    say(f"free cores now: {cores_before} of {os.cpu_count()}")
     src = cached_db(args.rows, args.l0s, args.seed)
     codec_srcs = {c: cached_db(args.codec_rows, args.codec_l0s, args.seed, c)
                   for c in args.codec_list}
@@ -620,12 +645,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             server = start_moto_server()
             s3_env(server.endpoint)
         session = Session("local[2]")
-        print(f"our session local[2]: started in {session.ready['session_s']:.1f}s "
-              f"(slatelib from {session.ready['slatelib']})", flush=True)
+        say(f"our session local[2]: started in {session.ready['session_s']:.1f}s "
+              f"(slatelib from {session.ready['slatelib']})")
         cold = our_local_job(session, src, "cold", db_stats(f"file://{src}"))
         results["cold_job_s"] = round(cold["total_s"], 3)
         results["session_s"] = round(session.ready["session_s"], 2)
-        print(f"  cold job (left out): total {cold['total_s']:.2f}s", flush=True)
+        say(f"  cold job (left out): total {cold['total_s']:.2f}s")
         results["w1"] = compare_local(session, src, args.repeat, "W1")
         print_local("W1", results["w1"])
         results["codecs"] = {}
@@ -633,14 +658,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["codecs"][codec] = compare_local(session, csrc, args.repeat, codec)
             print_local(codec, results["codecs"][codec])
         if s3_src is not None and server is not None:
-            results["s3"] = compare_s3(session, server.endpoint, s3_src)
+            results["s3"] = compare_s3(session, server.endpoint, s3_src, work)
             s3 = results["s3"]
-            print(f"S3: official {s3['official_mb_s']} MB/s, ours {s3['ours_mb_s']} MB/s: "
+            say(f"S3: official {s3['official_mb_s']} MB/s, ours {s3['ours_mb_s']} MB/s: "
                   f"**{s3['ratio']:.2f}x**; requests per GB: official "
                   f"{s3['official_requests_per_gb']:.0f}, ours {s3['ours_requests_per_gb']:.0f} "
-                  f"(report {s3['ours_reported_requests_per_gb']})", flush=True)
+                  f"(report {s3['ours_reported_requests_per_gb']})")
         closing = session.close()
         session = None
+        say("our session closed")
         results["peak_jvm_rss_mb"] = round(closing.get("jvm_peak_rss_bytes", 0) / MB)
     finally:
         if session is not None:
@@ -652,6 +678,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.core:
         results["core"] = run_core(work)
     results["free_cores"] = [cores_before, free_cores()]
+    say(f"free cores after: {results['free_cores'][1]}")
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     results["bench_seconds"] = round(time.perf_counter() - started, 1)
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
