@@ -1198,13 +1198,7 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
         vlen = 0;
     }
     if (self->compacted && self->last_key.set) {
-        const unsigned char *lk = self->last_key.p;
-        size_t lklen = self->last_key.len;
-        size_t m = klen < lklen ? klen : lklen;
-        int c = m ? memcmp(k, lk, m) : 0;
-        if (c == 0) {
-            c = klen < lklen ? -1 : (klen > lklen ? 1 : 0);
-        }
+        int c = sl_key_cmp(k, klen, self->last_key.p, self->last_key.len);
         if (c < 0 || (c == 0 && seq >= self->last_seq)) {
             PyObject *kb = PyBytes_FromStringAndSize((const char *)k, (Py_ssize_t)klen);
             PyObject *lb = keybuf_bytes(&self->last_key);

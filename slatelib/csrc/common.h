@@ -105,7 +105,12 @@ size_t sl_grown_cap(size_t cap, size_t need, size_t elem);
 
 /* Room for `need` elements of `elem` bytes in *buf (capacity *cap elements, grown by
  * sl_grown_cap). 0, or -1: out of memory (MemoryError set unless SL_RAW). */
-int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem);
+int sl_grow_slow(void **buf, size_t *cap, size_t need, size_t elem, int mem);
+/* (inline: the per-row callers almost always have room, and pay only this compare) */
+static inline int sl_grow(void **buf, size_t *cap, size_t need, size_t elem, int mem)
+{
+    return need <= *cap ? 0 : sl_grow_slow(buf, cap, need, elem, mem);
+}
 
 /* A growable byte buffer (PyMem). */
 typedef struct {
@@ -117,17 +122,56 @@ typedef struct {
 int sl_buf_put(SlBuf *b, const void *src, size_t n);
 void sl_buf_free(SlBuf *b);
 
+/* ------------------------------------------------------------------ keys */
+
+/* Byte-wise comparison of two keys (shorter first on a tie), as Python compares bytes: most
+ * keys differ in their first 8 bytes, so those are one big-endian compare, no call. */
+static inline int sl_key_cmp(const unsigned char *a, size_t alen, const unsigned char *b,
+                             size_t blen)
+{
+    if (alen >= 8 && blen >= 8) {
+        uint64_t x = load_be64(a), y = load_be64(b);
+        if (x != y) {
+            return x < y ? -1 : 1;
+        }
+    }
+    size_t n = alen < blen ? alen : blen;
+    int r = n ? memcmp(a, b, n) : 0;
+    if (r) {
+        return r;
+    }
+    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+}
+
+/* a == b, with the same first-8-bytes shortcut. */
+static inline int sl_key_eq(const unsigned char *a, size_t alen, const unsigned char *b,
+                            size_t blen)
+{
+    if (alen != blen) {
+        return 0;
+    }
+    if (alen >= 8 && load_le64(a) != load_le64(b)) {
+        return 0;
+    }
+    return alen == 0 || memcmp(a, b, alen) == 0;
+}
+
 /* ------------------------------------------------------------------ CRC-32 */
 
 /* Once, at module init (with the GIL): the table, and zlib's own crc32 when the libz the
  * interpreter's zlib module loaded is found. */
 void sl_crc32_init(void);
-/* zlib.crc32(p[0:n]): zlib's crc32 when found, else the table (the same function). GIL-free. */
+/* zlib.crc32(p[0:n]): folded with PCLMULQDQ where the CPU has it (n >= 64), else zlib's crc32
+ * when found, else the table (the same function). GIL-free. */
 uint32_t sl_crc32(const unsigned char *p, size_t n);
 /* The built-in table-driven CRC-32 (slicing by 8), whatever sl_crc32 uses. */
 uint32_t sl_crc32_table(const unsigned char *p, size_t n);
-/* 1 when sl_crc32 calls zlib's crc32. */
+/* 1 when sl_crc32 calls zlib's crc32 (for inputs the folding path does not take). */
 int sl_crc32_uses_zlib(void);
+/* The folding CRC-32 (PCLMULQDQ) where the CPU has it, for n >= 64; else the table. */
+uint32_t sl_crc32_clmul(const unsigned char *p, size_t n);
+/* 1 when the CPU has PCLMULQDQ and sl_crc32 folds inputs of 64 bytes or more with it. */
+int sl_crc32_uses_clmul(void);
 
 /* ------------------------------------------------------------------ borrowed bytes */
 

@@ -39,26 +39,33 @@
 /* ------------------------------------------------------------------ CRC-32 (zlib) */
 
 PyDoc_STRVAR(pipe_crc32_doc,
-"pipe_crc32(data, table=False, /) -> (crc, source)\n\n"
-"zlib.crc32(data) as check_blocks computes it: with zlib's own crc32 when the loaded libz\n"
-"was found (source 'zlib'), else (or with table=True) the built-in table ('table').");
+"pipe_crc32(data, impl=0, /) -> (crc, source)\n\n"
+"zlib.crc32(data) as check_blocks computes it (impl 0): folded with PCLMULQDQ where the CPU\n"
+"has it and data holds 64 bytes or more (source 'clmul'), else zlib's own crc32 when the\n"
+"loaded libz was found ('zlib'), else the built-in table ('table'). impl 1 (or True): the\n"
+"table; impl 2: the folding path where the CPU has it, else the table.");
 
 static PyObject *py_pipe_crc32(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *data;
-    int table = 0;
-    if (!PyArg_ParseTuple(args, "O|p:pipe_crc32", &data, &table)) {
+    int impl = 0;
+    if (!PyArg_ParseTuple(args, "O|i:pipe_crc32", &data, &impl)) {
         return NULL;
     }
     ByteSpan s;
     if (span_get(data, &s, "data") < 0) {
         return NULL;
     }
-    int use_zlib = !table && sl_crc32_uses_zlib();
-    uint32_t c = use_zlib ? sl_crc32(s.ptr, (size_t)s.len) : sl_crc32_table(s.ptr, (size_t)s.len);
+    size_t n = (size_t)s.len;
+    int folds = sl_crc32_uses_clmul() && n >= 64;
+    const char *source = impl == 1 ? "table"
+                         : folds ? "clmul"
+                         : impl == 0 && sl_crc32_uses_zlib() && n >= 64 ? "zlib" : "table";
+    uint32_t c = impl == 1 ? sl_crc32_table(s.ptr, n)
+                 : impl == 2 ? sl_crc32_clmul(s.ptr, n) : sl_crc32(s.ptr, n);
     span_release(&s);
-    return Py_BuildValue("(ks)", (unsigned long)c, use_zlib ? "zlib" : "table");
+    return Py_BuildValue("(ks)", (unsigned long)c, source);
 }
 
 /* ------------------------------------------------------------------ checked blocks */
@@ -96,19 +103,7 @@ static void cb_dealloc(CheckedBlocksObject *self)
 
 static inline int raw_cmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
 {
-    if (alen >= 8 && blen >= 8) {
-        /* most keys differ in their first 8 bytes: one big-endian compare, no call */
-        uint64_t x = load_be64(a), y = load_be64(b);
-        if (x != y) {
-            return x < y ? -1 : 1;
-        }
-    }
-    size_t n = alen < blen ? alen : blen;
-    int r = n ? memcmp(a, b, n) : 0;
-    if (r) {
-        return r;
-    }
-    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+    return sl_key_cmp(a, alen, b, blen);
 }
 
 typedef struct {
@@ -819,7 +814,7 @@ static int p_gather(PipeObject *m)
     }
     while (m->nheap) {
         PCursor *top = m->heap[0];
-        if (top->cur.klen != klen || (klen && memcmp(top->cur.key, key, klen) != 0)) {
+        if (!sl_key_eq(top->cur.key, top->cur.klen, key, klen)) {
             break;
         }
         if (p_vers_push(m, top) < 0 || p_pop_advance(m) < 0) {
@@ -1203,7 +1198,7 @@ static int p_resolve_key(PipeObject *m)
     }
     while (rc == 0 && m->nheap) {
         top = m->heap[0];
-        if (top->cur.klen != klen || (klen && memcmp(top->cur.key, key, klen) != 0)) {
+        if (!sl_key_eq(top->cur.key, top->cur.klen, key, klen)) {
             break;
         }
         rc = p_pop_advance(m);

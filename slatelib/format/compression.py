@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 
@@ -87,3 +89,71 @@ def decompress(codec: CompressionCodec | int, data: bytes, *, what: str = "block
     except Exception as exc:  # codec libraries raise assorted types
         raise CorruptObjectError(f"{what}: cannot decompress ({codec!r}): {exc}") from exc
     raise CorruptObjectError(f"{what}: unknown compression codec {codec}")
+
+
+BlockFn = Callable[[Any], Any]
+"""A data block's one-call codec function: bytes-like in, bytes-like out (``bytes`` or a
+``cramjam.Buffer``, which the native framing and ``check_blocks`` read in place)."""
+
+
+def _lz4_block(data: Any) -> Any:
+    if len(data) < 4:
+        raise CorruptObjectError("lz4 payload shorter than its length prefix")
+    size = int.from_bytes(data[:4], "little")
+    out = cramjam.lz4.decompress_block(data)  # reads the same u32 little-endian prefix
+    if len(out) != size:
+        raise CorruptObjectError(f"lz4 length {len(out)} != prefix {size}")
+    return out
+
+
+def _zlib_block(data: Any) -> bytes:
+    return zlib.compress(data, 6)
+
+
+def _zstd_block(data: Any) -> Any:
+    return cramjam.zstd.compress(data, level=3)
+
+
+_BLOCK_COMPRESS: dict[int, BlockFn] = {
+    CompressionCodec.SNAPPY: cramjam.snappy.compress_raw,
+    CompressionCodec.ZLIB: _zlib_block,
+    CompressionCodec.LZ4: cramjam.lz4.compress_block,  # stores the u32 LE length first
+    CompressionCodec.ZSTD: _zstd_block,
+}
+_BLOCK_DECOMPRESS: dict[int, BlockFn] = {
+    CompressionCodec.SNAPPY: cramjam.snappy.decompress_raw,
+    CompressionCodec.ZLIB: zlib.decompress,
+    CompressionCodec.LZ4: _lz4_block,
+    CompressionCodec.ZSTD: cramjam.zstd.decompress,
+}
+
+
+def block_compressor(codec: CompressionCodec | int) -> BlockFn | None:
+    """:func:`compress` of ``codec`` as one library call per block, without the copies into
+    ``bytes`` (None for no compression). Same stored bytes as :func:`compress`.
+
+    Raises:
+        InvalidArgumentError: an unknown codec.
+    """
+    if codec == CompressionCodec.NONE:
+        return None
+    fn = _BLOCK_COMPRESS.get(int(codec))
+    if fn is None:
+        raise InvalidArgumentError(f"unknown compression codec {codec}")
+    return fn
+
+
+def block_decompressor(codec: CompressionCodec | int) -> BlockFn | None:
+    """:func:`decompress` of ``codec`` as one library call per block, reading a memoryview
+    in place and returning a bytes-like object (None for no compression). Errors are the
+    library's own (callers map them, as :func:`decompress` does).
+
+    Raises:
+        InvalidArgumentError: an unknown codec.
+    """
+    if codec == CompressionCodec.NONE:
+        return None
+    fn = _BLOCK_DECOMPRESS.get(int(codec))
+    if fn is None:
+        raise InvalidArgumentError(f"unknown compression codec {codec}")
+    return fn

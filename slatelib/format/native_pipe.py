@@ -47,7 +47,7 @@ from slatelib.core.retention import RetentionPolicy, RetentionStats, retain_vers
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, InvalidArgumentError
 from slatelib.format import native
-from slatelib.format.compression import decompress
+from slatelib.format.compression import block_decompressor
 
 
 class CheckedBlocks(Protocol):
@@ -132,7 +132,7 @@ def range_bounds(rng: BytesRange | None) -> tuple[bytes | None, bytes | None, bo
     return lo, hi, rng.start.kind == BoundKind.EXCLUDED, rng.end.kind == BoundKind.INCLUDED
 
 
-def check_stored_blocks(data: bytes, bounds: list[int], version: int, codec: int,
+def check_stored_blocks(data: bytes | memoryview, bounds: list[int], version: int, codec: int,
                         rng: BytesRange | None = None) -> CheckedBlocks:
     """:func:`check_blocks` for stored blocks of any codec: uncompressed blocks are checked
     natively in one call; compressed ones are CRC-checked and decompressed here, block by
@@ -146,19 +146,22 @@ def check_stored_blocks(data: bytes, bounds: list[int], version: int, codec: int
     if codec == CompressionCodec.NONE:
         return check_blocks(data, bounds, version, rng)
     view = memoryview(data)
-    payloads: list[bytes] = []
+    unpack = block_decompressor(codec)
+    assert unpack is not None
+    payloads: list[Any] = []
     plain = [0]
+    crc = zlib.crc32
     for i in range(len(bounds) - 1):
         s, e = bounds[i], bounds[i + 1]
         if s < 0 or e > len(data) or e - s < 4:
             raise ValueError(f"block {i}: bounds [{s}, {e}) out of range")
         stored = view[s:e - 4]
-        if zlib.crc32(stored) != int.from_bytes(view[e - 4:e], "big"):
+        if crc(stored) != int.from_bytes(view[e - 4:e], "big"):
             raise ValueError(f"block {i}: checksum mismatch")
         try:
-            payload = decompress(codec, bytes(stored), what=f"block {i}")
-        except CorruptObjectError as exc:
-            raise ValueError(f"block {i}: {exc}") from exc
+            payload = unpack(stored)  # the library reads the view in place
+        except Exception as exc:  # codec libraries raise assorted types
+            raise ValueError(f"block {i}: cannot decompress ({exc})") from exc
         payloads.append(payload)
         plain.append(plain[-1] + len(payload))
     return check_blocks(b"".join(payloads), plain, version, rng, verify_crc=False)

@@ -131,7 +131,7 @@ def range_stats(pairs: Iterable[tuple[bytes, bytes]]) -> RangeStats:
 
 
 # ------------------------------------------------------------------ stored blocks
-def decode_plain_blocks(data: bytes, bounds: list[int], version: int) -> list[Row] | None:
+def decode_plain_blocks(data: bytes | memoryview, bounds: list[int], version: int) -> list[Row] | None:
     """The rows of the uncompressed stored blocks ``data[bounds[i]:bounds[i + 1]]`` (CRC-32
     checked), in one list; None when the caller must decode block by block (no extension,
     or a damaged block, which the per-block path names precisely)."""
@@ -143,7 +143,7 @@ def decode_plain_blocks(data: bytes, bounds: list[int], version: int) -> list[Ro
         return None
 
 
-def check_group(data: bytes, bounds: list[int], version: int, codec: int,
+def check_group(data: bytes | memoryview, bounds: list[int], version: int, codec: int,
                 rng: BytesRange | None) -> CheckedBlocks | None:
     """The stored blocks of one ranged get checked for the native pipeline and clipped to
     ``rng`` (:func:`slatelib.format.native_pipe.check_stored_blocks`); None when the

@@ -39,7 +39,7 @@ from slatelib.format.block import (
 from slatelib.format.block import index_separator as index_separator  # re-export (moved)
 from slatelib.format.block_layout import DEFAULT_BLOCK_SIZE
 from slatelib.format.checksum import crc32, crc32_bytes
-from slatelib.format.compression import compress, decompress
+from slatelib.format.compression import block_compressor, compress, decompress
 from slatelib.format.sst_index import SstIndex, decode_sst_index, encode_sst_index
 from slatelib.format.sst_info import decode_sst_info, encode_sst_info
 from slatelib.format.sst_stats import SstStats, decode_sst_stats, encode_sst_stats
@@ -134,7 +134,7 @@ class SstWriter:
     """
 
     def __init__(self, options: SstWriterOptions = SstWriterOptions(), *,
-                 native_finish: bool = True) -> None:
+                 native_finish: bool = True, size_hint: int = 0) -> None:
         self.options = options
         self._wal = options.sst_type == SstType.WAL
         self._policies = () if self._wal else options.policies
@@ -154,7 +154,14 @@ class SstWriter:
         self._block_stats: list[tuple[int, int, int]] = []
         ext = native.sstwrite if native_finish else None
         self._blocks = ext.SstBlocks() if ext is not None else None
-        self._compress = (None if options.codec == CompressionCodec.NONE
+        if self._blocks is not None and size_hint > 0 and hasattr(self._blocks, "reserve"):
+            # the SST's buffer at its expected size at once: no copying growth (its pages
+            # are touched only as blocks are written)
+            self._blocks.reserve(size_hint)
+        # the native framing takes the codec's one-call block function (bytes-like result,
+        # no copy into bytes); the Python path the reference compress()
+        self._compress = (block_compressor(options.codec) if self._blocks is not None
+                          else None if options.codec == CompressionCodec.NONE
                           else partial(compress, options.codec))
 
     @property

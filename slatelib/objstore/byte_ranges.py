@@ -52,10 +52,12 @@ def plan_spans(ranges: Sequence[ByteRange], coalesce: int) -> list[ByteRange]:
 
 
 def slice_spans(
-    ranges: Sequence[ByteRange], spans: Sequence[ByteRange], buffers: Sequence[memoryview]
+    ranges: Sequence[ByteRange], spans: Sequence[ByteRange], buffers: Sequence[memoryview],
+    *, copy: bool = True,
 ) -> list[bytes]:
     """The bytes of each range, cut out of the fetched ``buffers`` (one per span). A buffer
-    shorter than its span (the object ended) gives short or empty results."""
+    shorter than its span (the object ended) gives short or empty results. ``copy=False``
+    gives read-only memoryviews into the buffers instead (no copy; typed as bytes-like)."""
     starts = [start for start, _ in spans]
     out: list[bytes] = []
     for start, end in ranges:
@@ -63,5 +65,6 @@ def slice_spans(
             out.append(b"")
             continue
         i = bisect_right(starts, start) - 1
-        out.append(buffers[i][start - starts[i] : end - starts[i]].tobytes())
+        part = buffers[i][start - starts[i] : end - starts[i]]
+        out.append(part.tobytes() if copy else part)  # type: ignore[arg-type]
     return out

@@ -12,6 +12,7 @@ faults). A wrapper is the store it wraps for everything it leaves alone: the sam
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from slatelib.objstore.object_store import BytesLike, ObjectMeta, ObjectStore
 from slatelib.objstore.spec import StoreSpec
@@ -53,6 +54,11 @@ class ForwardingStore:
     def get_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         return self._inner.get_ranges(path, ranges)
 
+    def get_range_buffer(self, path: str, start: int, end: int) -> memoryview | bytes:
+        """:meth:`get_range` as any buffer (see :func:`read_range_buffer`). A wrapper's own
+        ``get_range`` (this one's default) unless the wrapper passes the buffer through."""
+        return self.get_range(path, start, end)
+
     def head(self, path: str) -> ObjectMeta:
         return self._inner.head(path)
 
@@ -75,3 +81,18 @@ class ForwardingStore:
 
     def delete_many(self, paths: Iterable[str]) -> None:
         self._inner.delete_many(paths)
+
+
+def read_range_buffer(store: ObjectStore, path: str, start: int, end: int,
+                      ) -> memoryview | bytes:
+    """``store.get_range(path, start, end)`` as a read-only buffer: without the copy into
+    ``bytes`` where the store can (an obstore-backed store under pass-through wrappers:
+    retries), else the bytes themselves. For readers that take any buffer.
+
+    Raises:
+        As :meth:`ObjectStore.get_range`.
+    """
+    fn = getattr(store, "get_range_buffer", None)
+    if fn is None:
+        return store.get_range(path, start, end)
+    return cast("memoryview | bytes", fn(path, start, end))

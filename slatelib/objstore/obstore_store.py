@@ -41,7 +41,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import obstore
 from obstore.store import S3Store
@@ -253,6 +253,18 @@ class ObstoreObjectStore:
         """
         return self._read_ranges("get_range", check_path(path), [(start, end)])[0]
 
+    def get_range_buffer(self, path: str, start: int, end: int) -> memoryview | bytes:
+        """:meth:`get_range` without the copy into ``bytes``: a read-only memoryview of the
+        fetched buffer (for readers that take any buffer, such as a compaction task's block
+        checks; see :func:`slatelib.objstore.forwarding.read_range_buffer`).
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+            InvalidArgumentError: ``start < 0`` or ``end < start``.
+        """
+        got = self._read_ranges("get_range", check_path(path), [(start, end)], copy=False)[0]
+        return cast("memoryview | bytes", got)
+
     def get_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """See :meth:`ObjectStore.get_ranges` (short reads past the end of the object).
 
@@ -262,7 +274,8 @@ class ObstoreObjectStore:
         """
         return self._read_ranges("get_ranges", check_path(path), ranges)
 
-    def _read_ranges(self, op: Op, p: str, ranges: Iterable[ByteRange]) -> list[bytes]:
+    def _read_ranges(self, op: Op, p: str, ranges: Iterable[ByteRange], *,
+                     copy: bool = True) -> list[bytes]:
         wanted = check_ranges(ranges)
         if not wanted:
             return []
@@ -271,7 +284,7 @@ class ObstoreObjectStore:
             return [b""] * len(wanted)
         try:
             with self._mapped(op, p):
-                return self._fetch(p, wanted, None)
+                return self._fetch(p, wanted, None, copy=copy)
         except SlateError as err:
             if isinstance(err, ObjectMissingError | InvalidArgumentError):
                 raise
@@ -279,7 +292,7 @@ class ObstoreObjectStore:
             if size is None or all(start < size for start, end in wanted if end > start):
                 raise
             with self._mapped(op, p):
-                return self._fetch(p, wanted, size)
+                return self._fetch(p, wanted, size, copy=copy)
 
     def _size_or_none(self, p: str) -> int | None:
         try:
@@ -289,7 +302,8 @@ class ObstoreObjectStore:
         except SlateError:
             return None
 
-    def _fetch(self, p: str, ranges: list[ByteRange], size: int | None) -> list[bytes]:
+    def _fetch(self, p: str, ranges: list[ByteRange], size: int | None, *,
+               copy: bool = True) -> list[bytes]:
         if size is not None:
             ranges = clamp_ranges(ranges, size)
         spans = plan_spans(ranges, self._coalesce)
@@ -307,7 +321,7 @@ class ObstoreObjectStore:
         )
         views = [memoryview(b) for b in buffers]
         accounting.record_read(sum(v.nbytes for v in views))
-        return slice_spans(ranges, spans, views)
+        return slice_spans(ranges, spans, views, copy=copy)
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from slatelib.errors import (
     UnavailableError,
 )
 from slatelib.objstore import accounting
-from slatelib.objstore.forwarding import ForwardingStore
+from slatelib.objstore.forwarding import ForwardingStore, read_range_buffer
 from slatelib.objstore.object_store import (
     BytesLike,
     ObjectMeta,
@@ -151,6 +151,16 @@ class RetryingObjectStore(ForwardingStore):
             UnavailableError: still failing after ``max_attempts``.
         """
         return self._retry("get_range", path, lambda: self._inner.get_range(path, start, end))
+
+    def get_range_buffer(self, path: str, start: int, end: int) -> memoryview | bytes:
+        """Retried :func:`~slatelib.objstore.forwarding.read_range_buffer` of the inner store.
+
+        Raises:
+            ObjectMissingError: no object at ``path``.
+            UnavailableError: still failing after ``max_attempts``.
+        """
+        return self._retry("get_range", path,
+                           lambda: read_range_buffer(self._inner, path, start, end))
 
     def get_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Retried :meth:`ObjectStore.get_ranges`.

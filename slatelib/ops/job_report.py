@@ -18,7 +18,8 @@ from slatelib.core.humanize import fmt_bytes, fmt_count, fmt_seconds
 from slatelib.exit_codes import EXIT_OK, exit_name
 
 __all__ = ["Headline", "compact_db_fields", "compact_headline", "compact_report",
-           "db_entry", "failed_suffix", "gc_db_fields", "requests_suffix", "gc_headline", "gc_report",
+           "db_entry", "failed_suffix", "gc_db_fields",
+           "task_share_suffix", "requests_suffix", "gc_headline", "gc_report",
            "job_report"]
 
 Headline = Callable[[dict[str, Any]], str]
@@ -125,7 +126,8 @@ def compact_headline(report: dict[str, Any]) -> str:
         out = sum(int((r.get("outputs") or {}).get("count", 0)) for r in done)
         line = (f"compacted {_inputs(done)} ({fmt_bytes(t.get('bytes_in', 0))}) -> "
                 f"{out} SST{'s' if out != 1 else ''} ({fmt_bytes(t.get('bytes_out', 0))}){where}; "
-                f"{fmt_count(int(t.get('versions_dropped', 0)))} versions dropped")
+                f"{fmt_count(int(t.get('versions_dropped', 0)))} versions dropped"
+                f"{task_share_suffix(done)}")
     elif planned:
         est = sum(int((r.get("inputs") or {}).get("estimated_bytes", 0)) for r in planned)
         size = f" (~{fmt_bytes(est)})" if est else ""
@@ -140,6 +142,18 @@ def compact_headline(report: dict[str, Any]) -> str:
     else:
         line = "compacted nothing"
     return f"{line}{failed_suffix(report)}{requests_suffix(report)}; {secs}"
+
+
+def task_share_suffix(results: list[dict[str, Any]]) -> str:
+    """``; tasks 89% of execute`` (the tasks' own time over the execute phase's, summed
+    over ``results``' ``execute_breakdown``), or nothing when none says."""
+    found = [r["execute_breakdown"] for r in results
+             if isinstance(r.get("execute_breakdown"), dict) and r["execute_breakdown"]]
+    execute = sum(float(b.get("execute_s", 0)) for b in found)
+    if execute <= 0:
+        return ""
+    tasks = sum(float(b.get("tasks_s", 0)) for b in found)
+    return f"; tasks {round(100 * tasks / execute)}% of execute"
 
 
 # --------------------------------------------------------------------------------- GC

@@ -57,11 +57,14 @@ def group_tasks(sc: SparkContext, group: str) -> tuple[int, int, bool]:
 
 @contextmanager
 def track(sc: SparkContext, progress: Progress, *, counter: Any = None,
-          poll_s: float = POLL_S) -> Iterator[None]:
+          poll_s: float = POLL_S, settle: bool = True) -> Iterator[None]:
     """Feed ``progress`` while the block runs: ``counter.value`` (an accumulator) as done
     when given, with the fraction of tasks finished for the ETA (the total being unknown
     unless ``progress`` has one); else the finished tasks out of the tasks so far. The job
-    group the block ran in is restored afterwards. A no-op when progress is off."""
+    group the block ran in is restored afterwards. A no-op when progress is off.
+    ``settle=False``: when the block returns normally, do not wait for the status tracker's
+    last counts (the caller finishes ``progress`` with its own; this wait is time the
+    job's action would otherwise spend after its results are back)."""
     if progress.out is None:
         yield
         return
@@ -79,16 +82,20 @@ def track(sc: SparkContext, progress: Progress, *, counter: Any = None,
 
     watcher = threading.Thread(target=poll, name="slatelib-progress", daemon=True)
     watcher.start()
+    returned = False
     try:
         yield
+        returned = True
     finally:
         stop.set()
         watcher.join()
         # The status tracker hears of finished tasks and jobs through Spark's listener bus,
-        # a little after the action returned: wait for it (briefly) for the last counts.
-        deadline = time.monotonic() + SETTLE_S
+        # a little after the action returned: wait for it (briefly) for the last counts,
+        # unless the caller finishes the progress itself.
+        deadline = time.monotonic() + (0.0 if returned and not settle else SETTLE_S)
         try:
-            while not feed(sc, group, progress, counter) and time.monotonic() < deadline:
+            while (time.monotonic() < deadline
+                   and not feed(sc, group, progress, counter)):
                 time.sleep(0.02)
         except Exception:
             pass

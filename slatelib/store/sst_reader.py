@@ -23,6 +23,7 @@ from slatelib.core.ranges import Bound, BoundKind, BytesRange
 from slatelib.core.row import Row
 from slatelib.errors import CorruptObjectError, ObjectMissingError, SstMissingError
 from slatelib.format import bloom, seam
+from slatelib.format.flatbuf import Buffer, corrupt_on_error
 from slatelib.format.native_pipe import CheckedBlocks
 from slatelib.format.sst import (
     block_range,
@@ -222,6 +223,23 @@ class SstReader:
             return None
         region = self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
         return read_stats(region, info.compression, path=self.path)
+
+    def stats_rows(self) -> int | None:
+        """``num_puts + num_deletes + num_merges`` of the stats block (None without one):
+        :meth:`stats` without decoding the per-block stats (tens of thousands of entries
+        in a large SST), for callers that want the totals only.
+
+        Raises:
+            SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
+        """
+        info = self.info
+        if not info.stats_len:
+            return None
+        region = self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
+        payload = decode_region(region, info.compression, path=self.path, what="stats")
+        with corrupt_on_error("SstStats", self.path):
+            root = Buffer(payload, path=self.path).root()
+            return root.u64(0) + root.u64(1) + root.u64(2)
 
     def raw_blocks(self, lo: int, hi: int) -> list[bytes]:
         """Data blocks ``lo..hi-1`` checked and decompressed, not decoded (one ranged get).

@@ -9,7 +9,8 @@ The public API, re-exported here (no logic)::
 
 Modules: :mod:`~.run` (one run: state, plan, fence, record, split, execute, commit),
 :mod:`~.state` (the compactor state a run plans from), :mod:`~.commit` (the CAS writes),
-:mod:`~.guard` (checks before the first write), :mod:`~.report`, :mod:`~.service` and
+:mod:`~.guard` (checks before the first write), :mod:`~.report`, :mod:`~.breakdown` (where
+the execute phase's time goes), :mod:`~.service` and
 :mod:`~.worker` (long-running modes). The tasks, the runner, the input readers, the range
 split and merge-operator loading are the range engine's (:mod:`slatelib.ops.engine`),
 shared with rescale and export; the task names are re-exported here for compaction's users.

@@ -62,6 +62,9 @@ class CompactionReport:
     each with its ``segment`` (``(top-level)`` for the top-level tree), sources,
     destination, and once committed its id, outputs and row and byte counts."""
     sst_options: Mapping[str, Any] = field(default_factory=dict)
+    execute_breakdown: Mapping[str, Any] = field(default_factory=dict)
+    """A committed run's ``execute`` phase: the tasks' time and where the rest went
+    (:func:`slatelib.ops.compaction.breakdown.execute_breakdown`)."""
     reason: str | None = None
     """Why nothing was compacted (``nothing_to_do``), for the headline."""
     """The output SSTs' block size, codec, ``min_filter_keys`` and filter policies, each

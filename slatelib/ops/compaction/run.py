@@ -58,6 +58,7 @@ from slatelib.errors import (
 from slatelib.format.sst import SstWriterOptions
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore, with_wal_store
+from slatelib.ops.compaction.breakdown import execute_breakdown
 from slatelib.ops.compaction.commit import (
     CommitOutcome,
     CompactorClaim,
@@ -352,10 +353,12 @@ class _Run:
             t = time.perf_counter()
             tasks, splits = self.tasks(job, manifest)
             self.lap("split", t)
-            t = time.perf_counter()
+            t, wall = time.perf_counter(), time.time()
             results, runs = execute_tasks(runner or ThreadTaskRunner(self.slots), tasks,
                                           cs.task_attempts)
             self.lap("execute", t)
+            breakdown = execute_breakdown(wall, self.timing["execute"],
+                                          [r.times for r in results])
             by_id = {task.index: task.compaction_id for task in tasks}
             per_spec = [[r for r in results if by_id[r.index] == cid]
                         for cid in job.compaction_ids]
@@ -373,7 +376,8 @@ class _Run:
         parts = [ExecutedPart(views, ranges, rs)
                  for (views, ranges), rs in zip(splits, per_spec, strict=True)]
         report = build_report(self.root, job, parts, outcome, runs, self.timing)
-        report = replace(report, sst_options=self.sst_options(job.specs, manifest))
+        report = replace(report, sst_options=self.sst_options(job.specs, manifest),
+                         execute_breakdown=breakdown)
         verdict = job.claim.verdict
         return report if verdict is None else replace(report, compactor=verdict.to_dict())
 

@@ -668,7 +668,8 @@ class CompactionService:
         entry: dict[str, Any] = {"compaction_id": r.compaction_id, "sources": list(r.sources),
                  "destination": r.destination, "rows_in": r.rows_in, "rows_out": r.rows_out,
                  "bytes_in": r.bytes_in, "bytes_out": r.bytes_out, "tasks": r.tasks,
-                 "seconds": round(seconds, 3), "finished_at": iso_ms(db.last_compaction_ms)}
+                 "seconds": round(seconds, 3), "finished_at": iso_ms(db.last_compaction_ms),
+                 "execute_breakdown": dict(r.execute_breakdown)}
         segments = [c for c in r.compactions if c.get("segment") != "(top-level)"]
         if segments:  # one compaction per segment (SlateDB RFC-0024)
             entry["segments"] = [{k: c.get(k) for k in ("segment", "compaction_id",

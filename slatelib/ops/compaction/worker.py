@@ -69,6 +69,7 @@ from slatelib.errors import (
 from slatelib.exit_codes import EXIT_OK, exit_code_for
 from slatelib.ids import Ulid, UlidGenerator, ulid_time_ms, ulid_to_str
 from slatelib.objstore import ObjectStore
+from slatelib.ops.compaction.breakdown import execute_breakdown
 from slatelib.ops.compaction.guard import check_sources
 from slatelib.ops.compaction.service import status_path, write_status
 from slatelib.ops.compaction.worker_report import (
@@ -194,6 +195,8 @@ class _Job:
     rows_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    """Its execute phase (:mod:`slatelib.ops.compaction.breakdown`), once run."""
 
     @property
     def label(self) -> str:
@@ -214,8 +217,10 @@ class _Job:
 
 
 class _ProgressRunner:
-    """Runs each task on its own through ``inner`` (one Spark job per range), ``slots`` at
-    a time, so that every finished range is recorded as soon as it is done."""
+    """Runs a compaction's tasks through ``inner`` and records every finished range as soon
+    as it is done: all of them in one call (one Spark job) when ``inner`` can say when
+    each ends (:class:`~slatelib.ops.engine.StreamingTaskRunner`), else each on its own
+    (one call per range), ``slots`` at a time."""
 
     def __init__(self, inner: TaskRunner, slots: int, job: _Job,
                  index_of: Sequence[int]) -> None:
@@ -225,19 +230,31 @@ class _ProgressRunner:
         self.index_of = index_of
 
     def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
+        if self.job.lost.is_set():
+            return [self._lost(t) for t in tasks]
+        streaming = getattr(self.inner, "run_streaming", None)
+        if streaming is not None:
+            outcomes: list[TaskOutcome] = streaming(tasks, self._record)
+            return outcomes
         if len(tasks) <= 1:
             return [self._one(t) for t in tasks]
         with ThreadPoolExecutor(min(self.slots, len(tasks)),
                                 thread_name_prefix="worker-range") as pool:
             return list(pool.map(self._one, tasks))
 
+    def _lost(self, task: CompactionTask) -> TaskFailure:
+        return TaskFailure.of(task.index, FencedError(
+            f"compaction {self.job.label} is no longer ours"))
+
+    def _record(self, outcome: TaskOutcome) -> None:
+        if isinstance(outcome, CompactionResult) and not self.job.lost.is_set():
+            self.job.record(self.index_of[outcome.index], outcome.outputs)
+
     def _one(self, task: CompactionTask) -> TaskOutcome:
         if self.job.lost.is_set():
-            return TaskFailure.of(task.index, FencedError(
-                f"compaction {self.job.label} is no longer ours"))
+            return self._lost(task)
         outcome = self.inner([task])[0]
-        if isinstance(outcome, CompactionResult):
-            self.job.record(self.index_of[task.index], outcome.outputs)
+        self._record(outcome)
         return outcome
 
 
@@ -466,7 +483,8 @@ class CompactionWorker:
                                "outputs": len(outputs), "rows_in": job.rows_in,
                                "rows_out": job.rows_out, "bytes_out": job.bytes_out,
                                "ranges": len(job.work), "ranges_resumed": resumed,
-                               "seconds": round(seconds, 3)})
+                               "seconds": round(seconds, 3),
+                               "execute_breakdown": job.breakdown})
             log.info("worker: compacted [db=%s, id=%s, outputs=%d, rows_in=%d, rows_out=%d, "
                      "bytes_out=%d, seconds=%.2f]", db.name, ulid_to_str(job.compaction_id),
                      len(outputs), job.rows_in, job.rows_out, job.bytes_out, seconds)
@@ -528,7 +546,10 @@ class CompactionWorker:
                  spec.destination, len(work), resumed)
         runner = _ProgressRunner(self.runner or ThreadTaskRunner(self.slots), self.slots, job,
                                  index_of)
+        t, wall = time.perf_counter(), time.time()
         results, _runs = execute_tasks(runner, tasks, cs.task_attempts)
+        job.breakdown = execute_breakdown(wall, time.perf_counter() - t,
+                                          [r.times for r in results])
         for r in results:
             m = r.metrics
             job.rows_in += m.rows_in

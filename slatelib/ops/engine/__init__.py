@@ -34,6 +34,7 @@ from slatelib.ops.engine._input import ReadTimer, open_inputs, source_blocks, so
 from slatelib.ops.engine._merge_operator import load_merge_operator
 from slatelib.ops.engine._output_options import plan_database_options, plan_output_options
 from slatelib.ops.engine._runner import (
+    StreamingTaskRunner,
     TaskRunner,
     ThreadTaskRunner,
     execute_tasks,
@@ -55,6 +56,7 @@ from slatelib.ops.engine._task import (
     TaskMetrics,
     TaskOutcome,
     TaskSource,
+    TaskTimes,
     TaskView,
     sum_retention,
 )
@@ -66,12 +68,14 @@ __all__ = [
     "InputView",
     "OutputCheck",
     "ReadTimer",
+    "StreamingTaskRunner",
     "TaskFailure",
     "TaskMetrics",
     "TaskOptions",
     "TaskOutcome",
     "TaskRunner",
     "TaskSource",
+    "TaskTimes",
     "TaskView",
     "ThreadTaskRunner",
     "build_tasks",

@@ -48,6 +48,7 @@ from slatelib.format.native_pipe import CheckedBlocks
 from slatelib.format.sst import block_range
 from slatelib.format.sst_index import SstIndex
 from slatelib.objstore import ObjectStore
+from slatelib.objstore.forwarding import read_range_buffer
 from slatelib.ops.engine._task import CompactionTask
 from slatelib.store.sst_reader import SstReader
 
@@ -142,14 +143,17 @@ def open_inputs(task: CompactionTask, store: ObjectStore, pool: ThreadPoolExecut
     return out
 
 
-def _get_group(store: ObjectStore, vi: ViewInput, a: int, b: int) -> tuple[bytes, int, int]:
-    """The stored bytes of blocks ``a..b-1`` (one ranged get) and their ``[start, end)``."""
+def _get_group(store: ObjectStore, vi: ViewInput, a: int, b: int,
+               ) -> tuple[bytes | memoryview, int, int]:
+    """The stored bytes of blocks ``a..b-1`` (one ranged get, as the fetched buffer: no copy
+    into ``bytes`` where the store allows, see ``read_range_buffer``) and their
+    ``[start, end)``."""
     info = vi.reader.info
     index = vi.index
     start = block_range(index, info, a)[0]
     end = block_range(index, info, b - 1)[1]
     try:
-        data = store.get_range(vi.path, start, end)
+        data = read_range_buffer(store, vi.path, start, end)
     except SstMissingError:
         raise
     except ObjectMissingError as exc:
@@ -177,7 +181,7 @@ def _fetch_checked(store: ObjectStore, vi: ViewInput, a: int, b: int) -> Group:
 
 
 def _fetch(store: ObjectStore, vi: ViewInput, a: int, b: int, *,
-           got: tuple[bytes, int, int] | None = None) -> list[Row]:
+           got: tuple[bytes | memoryview, int, int] | None = None) -> list[Row]:
     """Blocks ``a..b-1`` of one view: one ranged get (unless ``got`` holds it), then
     verify, decompress, decode."""
     info = vi.reader.info

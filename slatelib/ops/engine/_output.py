@@ -29,9 +29,19 @@ log = logging.getLogger(__name__)
 
 _MIN_CHUNK = 16
 _MAX_CHUNK = 4096
+MAX_RESERVE_BYTES = 1 << 30
+"""The most an output SST's buffer is sized for up front (see :func:`sst_size_hint`)."""
 FILL_STEP_BYTES = 4 * 1024 * 1024
 """Encoded bytes per native fill step: the blocks a step finishes are framed (compressed,
 checksummed) before the next step, so raw blocks never pile up beyond this."""
+
+
+def sst_size_hint(max_sst_size: int) -> int:
+    """Bytes an output SST's buffer is allocated with: ``max_sst_size`` and room for the
+    overshoot of one fill step and the filter and index (an estimate: beyond it the buffer
+    grows). Its pages are only touched as blocks are written, so a smaller last SST costs
+    address space, not memory."""
+    return min(MAX_RESERVE_BYTES, max_sst_size + max_sst_size // 8 + FILL_STEP_BYTES)
 
 
 class OutputWriter:
@@ -69,7 +79,7 @@ class OutputWriter:
         while i < n:
             w = self._writer
             if w is None:
-                w = self._writer = SstWriter(self._task.sst_options)
+                w = self._writer = self._new_writer()
             if i == 0 and w.estimated_size + n * self._avg_row < limit:
                 j = n  # the whole window fits: one call, no slicing
             else:
@@ -99,12 +109,16 @@ class OutputWriter:
         while not done:
             w = self._writer
             if w is None:
-                w = self._writer = SstWriter(self._task.sst_options)
+                w = self._writer = self._new_writer()
             room = limit - w.estimated_size
             done = w.fill(pipe.fill, max(1, min(FILL_STEP_BYTES, room)))
             if w.estimated_size >= limit:
                 self._finish_sst()
         self.write_s += time.perf_counter() - t
+
+    def _new_writer(self) -> SstWriter:
+        return SstWriter(self._task.sst_options,
+                         size_hint=sst_size_hint(self._task.max_sst_size))
 
     def _finish_sst(self) -> None:
         w = self._writer

@@ -132,10 +132,10 @@ def _sample(store: ObjectStore, tv: TaskView, cache: BlockCache | None, *,
         FilterSample(name, int.from_bytes(data[:2], "big"), max(0, len(data) - 2))
         for name, data in entries.items())
     try:
-        stats = reader.stats()
+        n_rows = reader.stats_rows()  # the totals only: not the per-block stats
     except CorruptObjectError as exc:
         log.warning("compaction input stats unreadable [sst=%s]: %s", tv.path, exc)
-        stats = None
+        n_rows = None
     sizes = None
     if blocks:
         try:
@@ -148,7 +148,7 @@ def _sample(store: ObjectStore, tv: TaskView, cache: BlockCache | None, *,
     return SstSample(
         label=ulid_to_str(tv.handle.id),
         codec=tv.handle.info.compression,
-        rows=None if stats is None else stats.num_puts + stats.num_deletes + stats.num_merges,
+        rows=n_rows,
         filters=filters,
         block_sizes=sizes,
     )

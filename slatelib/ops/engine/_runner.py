@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -26,9 +27,11 @@ from slatelib.ops.engine._task import (
     CompactionTask,
     TaskFailure,
     TaskOutcome,
+    TaskTimes,
 )
 
 __all__ = [
+    "StreamingTaskRunner",
     "TaskRunner",
     "ThreadTaskRunner",
     "execute_tasks",
@@ -48,13 +51,16 @@ def run_compaction_task(task: CompactionTask, *, store: ObjectStore | None = Non
         nothing: every ``Exception`` becomes a :class:`TaskFailure` (a ``BaseException`` such
         as ``KeyboardInterrupt`` still propagates).
     """
+    started = time.time()
     try:
         hook = task.after_outputs
         if hook is None:
-            return execute_compaction_task(task, store=store, clock=clock)
-        obj_store = store if store is not None else task.store.open()
-        result = execute_compaction_task(task, store=obj_store, clock=clock)
-        return replace(result, check=hook(obj_store, task, result.outputs))
+            result = execute_compaction_task(task, store=store, clock=clock)
+        else:
+            obj_store = store if store is not None else task.store.open()
+            result = execute_compaction_task(task, store=obj_store, clock=clock)
+            result = replace(result, check=hook(obj_store, task, result.outputs))
+        return replace(result, times=TaskTimes(started=started, ended=time.time()))
     except Exception as exc:  # every failure becomes a value; SimulatedCrash passes
         log.warning("compaction task failed [task=%s, error=%s]", task.label, exc)
         return TaskFailure.of(task.index, exc)
@@ -76,18 +82,41 @@ class ThreadTaskRunner:
         self.task_fn = task_fn
 
     def __call__(self, tasks: Sequence[CompactionTask]) -> list[TaskOutcome]:
+        return self.run_streaming(tasks, None)
+
+    def run_streaming(self, tasks: Sequence[CompactionTask],
+                      on_outcome: Callable[[TaskOutcome], None] | None,
+                      ) -> list[TaskOutcome]:
+        """:meth:`__call__`, calling ``on_outcome`` with each outcome as its task ends."""
+        def one(task: CompactionTask) -> TaskOutcome:
+            outcome = self.task_fn(task)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            return outcome
+
         if len(tasks) <= 1 or self.max_workers <= 1:
-            return [self.task_fn(t) for t in tasks]
+            return [one(t) for t in tasks]
         with ThreadPoolExecutor(min(self.max_workers, len(tasks)),
                                 thread_name_prefix="compact-task") as pool:
-            return list(pool.map(self.task_fn, tasks))
+            return list(pool.map(one, tasks))
+
+
+class StreamingTaskRunner(TaskRunner, Protocol):
+    """A runner that can also say when each task ends (worker mode records every finished
+    key range at once): ``run_streaming(tasks, on_outcome)`` runs them as ``__call__``
+    does, calling ``on_outcome`` once per task with its outcome, soon after it ends."""
+
+    def run_streaming(self, tasks: Sequence[CompactionTask],
+                      on_outcome: Callable[[TaskOutcome], None] | None,
+                      ) -> list[TaskOutcome]: ...
 
 
 def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
                   max_attempts: int) -> tuple[list[CompactionResult], int]:
     """Run ``tasks``, re-running the ones that failed transiently (new attempts write new
     SSTs; a failed attempt's SSTs are never referenced). Returns the results in task order
-    and the number of task runs.
+    and the number of task runs. Each result's ``times`` carry when its runner call began
+    and returned (``submitted``, ``collected``), for the execute breakdown.
 
     Raises:
         SlateError: the first failure that is not transient, or that kept failing.
@@ -97,13 +126,18 @@ def execute_tasks(runner: TaskRunner, tasks: Sequence[CompactionTask],
     runs = 0
     for attempt in range(1, max(1, max_attempts) + 1):
         runs += len(pending)
+        submitted = time.time()
         outcomes = runner(pending)
+        collected = time.time()
         failures: list[TaskFailure] = []
         for o in outcomes:
             if isinstance(o, TaskFailure):
                 failures.append(replace(o, attempt=attempt))
             else:
-                done[o.index] = replace(o, attempt=attempt)
+                times = o.times or TaskTimes()  # a runner may know its submit better
+                times = replace(times, submitted=times.submitted or submitted,
+                                collected=times.collected or collected)
+                done[o.index] = replace(o, attempt=attempt, times=times)
         missing = {t.index for t in pending} - done.keys() - {f.index for f in failures}
         if missing:
             raise InvalidArgumentError(f"task runner returned no outcome for tasks "

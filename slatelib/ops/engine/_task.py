@@ -95,6 +95,24 @@ class TaskMetrics:
     windows: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class TaskTimes:
+    """When one task's steps happened, as wall-clock seconds since the epoch
+    (``time.time()``; 0.0: not known). ``submitted`` and ``collected`` are the driver's
+    (the runner call that ran the task began, its results were back); ``launched`` is the
+    first moment the runner's own code ran where the task runs (a Spark runner: the
+    partition's function, before the task spec is unpickled; 0.0 elsewhere), ``started``
+    and ``ended`` bound the task's own code (:func:`~slatelib.ops.engine.run_compaction_task`).
+    On a cluster the executors' clocks may differ from the driver's: the breakdown clamps
+    them (:mod:`slatelib.ops.compaction.breakdown`)."""
+
+    submitted: float = 0.0
+    launched: float = 0.0
+    started: float = 0.0
+    ended: float = 0.0
+    collected: float = 0.0
+
+
 @dataclass(frozen=True)
 class CompactionResult:
     """The output SSTs of one task (in key order) and its metrics."""
@@ -105,6 +123,8 @@ class CompactionResult:
     attempt: int = 1
     check: object | None = None
     """What the task's :class:`OutputCheck` returned (None: the task had none)."""
+    times: TaskTimes | None = None
+    """When the task ran (None: its runner did not say)."""
 
 
 @dataclass(frozen=True)
