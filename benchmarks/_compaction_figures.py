@@ -7,6 +7,10 @@ compaction job's per-database report and the measured seconds, no I/O.
 - :func:`median_figures`: medians over a set of jobs;
 - :func:`summary_rows` / :func:`targets`: the RESULTS.md top-table rows and the issue's
   targets (informational PASS/MISS).
+
+MB/s per core is input (stored, compressed where the database is) bytes per task
+CPU-second; for compressed variants the uncompressed keys' and values' bytes per CPU-second
+are given too.
 """
 
 from __future__ import annotations
@@ -48,11 +52,14 @@ def execute_breakdown(db: Mapping[str, Any]) -> dict[str, Any]:
             "computed": True}
 
 
-def job_figures(db: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
+def job_figures(db: Mapping[str, Any], wall_s: float, logical_bytes: int = 0
+                ) -> dict[str, Any]:
     """One job's figures: ``total_s`` (the report's ``phases_s["total"]``), ``wall_s`` (of
     ``run()``), the :func:`execute_breakdown`, the tasks' CPU and busy seconds summed, and
     MB/s per core = input bytes / the tasks' summed ``cpu_s`` (``mb_s_per_core``) and /
-    their summed ``total_s`` (``mb_s_per_task_s``)."""
+    their summed ``total_s`` (``mb_s_per_task_s``); with ``logical_bytes`` (the keys' and
+    values' bytes, uncompressed), those over the CPU seconds too
+    (``logical_mb_s_per_core``)."""
     metrics = list(db.get("task_metrics", ()))
     cpu_s = sum(float(m.get("cpu_s", 0.0)) for m in metrics)
     busy_s = sum(float(m.get("total_s", 0.0)) for m in metrics)
@@ -66,6 +73,7 @@ def job_figures(db: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
         "task_cpu_s": cpu_s, "task_busy_s": busy_s,
         "mb_s_per_core": bytes_in / MB / cpu_s if cpu_s else 0.0,
         "mb_s_per_task_s": bytes_in / MB / busy_s if busy_s else 0.0,
+        "logical_mb_s_per_core": logical_bytes / MB / cpu_s if cpu_s else 0.0,
         "task_phases": [{k: m.get(k) for k in ("read_s", "merge_s", "write_s", "total_s",
                                                "cpu_s", "bytes_in")} for m in metrics],
     }
@@ -88,6 +96,7 @@ def median_figures(jobs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "overhead_share": med(lambda j: j["breakdown"]["overhead_share"]),
         "mb_s_per_core": med(lambda j: j["mb_s_per_core"]),
         "mb_s_per_task_s": med(lambda j: j["mb_s_per_task_s"]),
+        "logical_mb_s_per_core": med(lambda j: j.get("logical_mb_s_per_core", 0.0)),
         "breakdown_computed": any(j["breakdown"]["computed"] for j in jobs),
     }
 
@@ -138,8 +147,9 @@ def summary_rows(results: Mapping[str, Any], date: str, command: str) -> list[st
     ]
     per_core = [f"W1 **{ours['mb_s_per_core']:.0f}**"]
     for codec, c in results.get("codecs", {}).items():
-        per_core.append(f"{codec} **{c['ours']['mb_s_per_core']:.0f}** "
-                        f"({c['ratio']:.2f}x official)")
+        per_core.append(f"{codec} **{c['ours']['mb_s_per_core']:.0f}** (uncompressed "
+                        f"{c['ours'].get('logical_mb_s_per_core', 0):.0f}; job "
+                        f"{c['ratio']:.2f}x official)")
     core = results.get("core") or {}
     extra = f"; bench_core: {core['summary']}" if core.get("summary") else ""
     rows.append(("Compaction MB/s per core (W1 / lz4 / zstd)",
@@ -152,20 +162,3 @@ def summary_rows(results: Mapping[str, Any], date: str, command: str) -> list[st
                      f"requests per GB ours {s3['ours_requests_per_gb']:.0f}, official "
                      f"{s3['official_requests_per_gb']:.0f}"))
     return [f"| {name} | {text} | {date} | `{command}` |" for name, text in rows]
-
-
-def find_figures(data: Any, words: Sequence[str], prefix: str = "") -> dict[str, Any]:
-    """Every number in nested ``data`` whose key path contains one of ``words`` (for the
-    folding of another benchmark's JSON whose exact keys are not fixed here)."""
-    out: dict[str, Any] = {}
-    if isinstance(data, Mapping):
-        for k, v in data.items():
-            out.update(find_figures(v, words, f"{prefix}{k}."))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            out.update(find_figures(v, words, f"{prefix}{i}."))
-    elif isinstance(data, int | float) and not isinstance(data, bool):
-        key = prefix.rstrip(".")
-        if any(w in key for w in words):
-            out[key] = data
-    return out

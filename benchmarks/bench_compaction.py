@@ -73,7 +73,6 @@ sys.path.insert(0, str(REPO))
 
 from _compaction_figures import (  # noqa: E402
     GB,
-    find_figures,
     job_figures,
     median_figures,
     pair_ratios,
@@ -370,7 +369,7 @@ def our_local_job(session: Session, src: Path, name: str, expected: Any) -> dict
     answer = session.job(f"file://{root}/{DB}")
     check_job(answer, expected, f"file://{root}", name)
     shutil.rmtree(root, ignore_errors=True)
-    figures: dict[str, Any] = job_figures(answer["db"], answer["wall_s"])
+    figures: dict[str, Any] = job_figures(answer["db"], answer["wall_s"], expected.nbytes)
     figures["store_requests"] = answer.get("store_requests")
     return figures
 
@@ -417,7 +416,7 @@ def print_local(label: str, r: dict[str, Any]) -> None:
           f"{r['round_ratios']}); tasks {o['task_share']:.0%} of execute, overhead "
           f"{o['overhead_share']:.0%}{' (computed)' if o['breakdown_computed'] else ''}; "
           f"{o['mb_s_per_core']:.0f} MB/s per core ({o['mb_s_per_task_s']:.0f} per "
-          f"task-second)")
+          f"task-second; uncompressed {o['logical_mb_s_per_core']:.0f} per core)")
 
 
 # ------------------------------------------------------------------------------------ S3
@@ -521,26 +520,48 @@ def compare_s3(session: Session, endpoint: str, src: Path, work: Path) -> dict[s
 
 
 # ---------------------------------------------------------------------- instruction counts
-def run_core(work: Path) -> dict[str, Any]:
-    """``benchmarks/bench_core.py --json FILE`` when it exists: its JSON, and the per-core
-    MB/s and instructions-per-byte figures found in it (``summary``)."""
+def run_core(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """``benchmarks/bench_core.py`` (one compaction task in one process, no Spark, no
+    storage I/O) when it exists: W1 with ``--callgrind`` (instructions per input byte), and
+    each codec variant with ``--codec-limit`` (the codec library's own speed on the same
+    bytes). Returns each run's JSON and a one-line ``summary``."""
     script = HERE / "bench_core.py"
     if not script.exists():
         say("--core: benchmarks/bench_core.py is not in this tree; skipped")
         return {"skipped": "benchmarks/bench_core.py missing"}
-    out = work / "core.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    t = time.perf_counter()
-    done = subprocess.run([sys.executable, str(script), "--json", str(out)], cwd=REPO,
-                          env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not out.exists():
-        say(f"--core: bench_core.py failed ({done.returncode}): {done.stderr[-1500:]}")
-        return {"failed": done.returncode, "stderr": done.stderr[-1500:]}
-    data = json.loads(out.read_text())
-    found = find_figures(data, ("per_core", "mb_s", "instructions", "per_byte"))
-    summary = ", ".join(f"{k} {v:.4g}" for k, v in list(found.items())[:8])
-    say(f"--core ({time.perf_counter() - t:.0f}s): {summary}")
-    return {"data": data, "figures": found, "summary": summary}
+    runs = {"W1": ["--rows", str(args.rows), "--l0s", str(args.l0s), "--callgrind"]}
+    for codec in args.codec_list:
+        runs[codec] = ["--rows", str(args.codec_rows), "--l0s", str(args.codec_l0s),
+                       "--codec", codec, "--codec-limit"]
+    out: dict[str, Any] = {}
+    parts = []
+    for label, extra in runs.items():
+        path = work / f"core-{label}.json"
+        t = time.perf_counter()
+        done = subprocess.run([sys.executable, str(script), "--seed", str(args.seed),
+                               "--repeat", "3", *extra, "--json", str(path)], cwd=REPO,
+                              env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not path.exists():
+            say(f"--core {label}: bench_core.py failed ({done.returncode}): "
+                f"{done.stderr[-1500:]}")
+            out[label] = {"failed": done.returncode, "stderr": done.stderr[-1500:]}
+            continue
+        data = json.loads(path.read_text())
+        data.pop("runs", None)
+        out[label] = data
+        figure = f"{label} {data.get('mb_per_cpu_s', 0):.0f} MB/s per CPU-s"
+        if "callgrind" in data:
+            data["callgrind"].pop("top", None)
+            figure += f", {data['callgrind'].get('instr_per_byte', 0):.2f} instructions/byte"
+        if "codec_limit" in data:
+            lim = data["codec_limit"]
+            figure += (f" (codec library alone {lim.get('mb_per_cpu_s', 0):.0f}: "
+                       f"{lim.get('ours_over_limit', 0):.2f} of it)")
+        parts.append(figure)
+        say(f"--core {label} ({time.perf_counter() - t:.0f}s): {figure}")
+    out["summary"] = "; ".join(parts)
+    return out
 
 
 # --------------------------------------------------------------------------- calibration
@@ -676,7 +697,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.scaling:
         results["scaling"] = scaling(src, args.repeat, results["w1"]["ours"]["total_s"])
     if args.core:
-        results["core"] = run_core(work)
+        results["core"] = run_core(args, work)
     results["free_cores"] = [cores_before, free_cores()]
     say(f"free cores after: {results['free_cores'][1]}")
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -68,6 +68,9 @@ def test_mb_s_per_core_divides_input_bytes_by_the_tasks_cpu_and_busy_seconds() -
     assert j["wall_s"] == pytest.approx(2.6)
     assert j["mb_s_per_core"] == pytest.approx(400.0)
     assert j["mb_s_per_task_s"] == pytest.approx(200.0)
+    assert j["logical_mb_s_per_core"] == 0.0
+    assert F.job_figures(_db(2.0, 2.5, [(1.0, 0.5)]), 2.6, logical_bytes=1_000_000_000
+                         )["logical_mb_s_per_core"] == pytest.approx(2000.0)
 
 
 def test_medians_and_round_ratios() -> None:
@@ -105,10 +108,3 @@ def test_summary_rows_have_the_top_tables_four_columns() -> None:
     assert "**3.10x**" in rows[0]
     assert "**20%**" in rows[1]
     assert "W1 **230**" in rows[2] and "lz4 **150**" in rows[2]
-
-
-def test_find_figures_picks_numbers_by_key_path() -> None:
-    data = {"w1": {"mb_s_per_core": 410.5, "instructions_per_byte": 12, "name": "x"},
-            "runs": [{"per_core": 3}], "flag": True}
-    assert F.find_figures(data, ("per_core", "instructions")) == {
-        "w1.mb_s_per_core": 410.5, "w1.instructions_per_byte": 12, "runs.0.per_core": 3}
