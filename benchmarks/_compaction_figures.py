@@ -98,6 +98,7 @@ def median_figures(jobs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "mb_s_per_task_s": med(lambda j: j["mb_s_per_task_s"]),
         "logical_mb_s_per_core": med(lambda j: j.get("logical_mb_s_per_core", 0.0)),
         "breakdown_computed": any(j["breakdown"]["computed"] for j in jobs),
+        "overhead_shares": [round(j["breakdown"]["overhead_share"], 4) for j in jobs],
     }
 
 
@@ -144,11 +145,14 @@ def summary_rows(results: Mapping[str, Any], date: str, command: str) -> list[st
         ("Compaction W1 (job total)",
          f"**{w1['ratio']:.2f}x** the official compactor (median of {len(w1['round_ratios'])} "
          f"alternating rounds: {rounds}); ours {ours['total_s']:.2f} s, official "
-         f"{w1['official_s']:.2f} s (target 5x)"),
+         f"{w1['official_s']:.2f} s (target 5x)"
+         + (f"; free cores before/after {results['free_cores'][0]}/{results['free_cores'][1]}"
+            if results.get("free_cores") else "")),
         ("Compaction W1 tasks' share of execute",
-         f"tasks {ours['task_share']:.0%} of `execute` ({ours['tasks_s']:.2f} of "
-         f"{ours['execute_s']:.2f} s), overhead **{ours['overhead_share']:.0%}**{src} "
-         f"(target <= 15%)"),
+         f"overhead **{ours['overhead_share']:.0%}** of `execute`, tasks "
+         f"{ours['task_share']:.0%} (medians; the reports' `overhead_share` per job: "
+         f"{', '.join(f'{x:.1%}' for x in ours.get('overhead_shares', []))}; execute "
+         f"{ours['execute_s']:.2f} s, tasks {ours['tasks_s']:.2f} s){src} (target <= 15%)"),
     ]
     per_core = [f"W1 **{ours['mb_s_per_core']:.0f}**"]
     for codec, c in results.get("codecs", {}).items():

@@ -79,6 +79,7 @@ def test_medians_and_round_ratios() -> None:
     med = F.median_figures(jobs)
     assert med["total_s"] == pytest.approx(2.2)
     assert med["breakdown_computed"] is True
+    assert med["overhead_shares"] == [0.0, pytest.approx(0.6667, abs=1e-4), 0.5]
     assert F.pair_ratios([5.5, 6.6], [1.1, 2.2]) == [5.0, 3.0]
 
 
@@ -87,7 +88,7 @@ def _results(ratio: float, rounds: list[float], overhead: float, per_core: float
     ours = {"total_s": 1.0, "wall_s": 1.0, "execute_s": 0.9, "tasks_s": 0.8,
             "task_share": 1 - overhead, "overhead_share": overhead,
             "mb_s_per_core": per_core, "mb_s_per_task_s": per_core,
-            "breakdown_computed": False}
+            "breakdown_computed": False, "overhead_shares": [overhead, overhead + 0.1]}
     return {"w1": {"ratio": ratio, "round_ratios": rounds, "official_s": 5.0, "ours": ours},
             "codecs": {"lz4": {"ratio": 2.0, "ours": {**ours, "mb_s_per_core": 150.0}}}}
 
@@ -114,5 +115,5 @@ def test_summary_rows_have_the_top_tables_four_columns() -> None:
     assert len(rows) == 3
     assert all(r.startswith("| ") and r.endswith(" |") and r.count(" | ") == 3 for r in rows)
     assert "**3.10x**" in rows[0]
-    assert "**20%**" in rows[1]
+    assert "**20%**" in rows[1] and "per job: 20.0%, 30.0%" in rows[1]
     assert "W1 **230**" in rows[2] and "lz4 **150**" in rows[2]
