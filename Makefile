@@ -195,8 +195,8 @@ demo-s3: $(STAMP) ## S3 end to end: local moto_server, official 0.17 writer, sla
 bench: $(STAMP) ## benchmarks side by side with the official package (see benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_read.py
 
-bench-compaction: $(STAMP) ## official 0.17 compactor vs the Spark compaction job (benchmarks/RESULTS.md)
-	$(BIN)/python benchmarks/bench_compaction.py
+bench-compaction: $(STAMP) ## official 0.17 compactor vs the Spark compaction job: W1, lz4/zstd, moto S3 (ARGS=... passes flags)
+	$(BIN)/python benchmarks/bench_compaction.py $(ARGS)
 
 bench-writer: $(STAMP) ## slatelib Db vs official Db: durable puts and point gets (benchmarks/RESULTS.md)
 	$(BIN)/python benchmarks/bench_writer.py
