@@ -187,4 +187,20 @@ typedef struct {
 int span_get(PyObject *obj, ByteSpan *span, const char *what);
 void span_release(ByteSpan *span);
 
+/* ------------------------------------------------------------------ framed-block sink */
+
+/* Where a block writer may place finished, uncompressed blocks framed in place (the block,
+ * then its CRC-32 big-endian, format §7.1), straight into the output SST's buffer instead of
+ * handing each out as a new bytes object that is then copied (docs/rfcs/0030-core-throughput.md).
+ * Owned by _sstwrite's SstBlocks, which keeps `base` and `cap` current (its buffer moves
+ * when it grows) and hands it out in a capsule named SL_SINK_CAPSULE; `len` is where the
+ * next block goes (after the bytes SstBlocks has accounted for and the blocks placed but not
+ * yet added). A writer places a block only when it fits (len + n <= cap). */
+typedef struct {
+    unsigned char *base;
+    size_t len, cap;
+} SlSink;
+
+#define SL_SINK_CAPSULE "slatelib._sstwrite.sink"
+
 #endif /* SLATELIB_CSRC_COMMON_H */
