@@ -485,9 +485,26 @@ typedef struct {
     int native;
     Py_ssize_t pos, len;
     PItem cur;
+    uint64_t kpre; /* cur's key prefix (key_prefix): most heap compares end on it, without
+                    * touching the key's own memory */
     int src;
     Py_ssize_t nrow;
 } PCursor;
+
+/* The first 8 bytes of a key as a big-endian integer, zero-padded: when two prefixes differ
+ * they order as the keys do (a zero pad is below any byte where the padded key ended: it is
+ * then a proper prefix of the other, hence smaller); equal prefixes need the whole compare. */
+static inline uint64_t key_prefix(const unsigned char *k, size_t klen)
+{
+    if (klen >= 8) {
+        return load_be64(k);
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) {
+        v = v << 8 | (i < klen ? k[i] : 0u);
+    }
+    return v;
+}
 
 static inline void item_of_entry(PItem *it, CheckedBlocksObject *o, const PEntry *e)
 {
@@ -581,9 +598,12 @@ static int load_cur(PCursor *c)
     if (c->native) {
         CheckedBlocksObject *o = (CheckedBlocksObject *)c->block;
         item_of_entry(&c->cur, o, &o->ents[c->pos]);
-        return 0;
     }
-    return load_py_row(c);
+    else if (load_py_row(c) < 0) {
+        return -1;
+    }
+    c->kpre = key_prefix(c->cur.key, c->cur.klen);
+    return 0;
 }
 
 /* The owner of the cursor's current item (borrowed). */
@@ -642,6 +662,7 @@ static int p_advance(PCursor *c)
     const unsigned char *pkey = c->cur.key;
     size_t pklen = c->cur.klen;
     uint64_t pseq = c->cur.seq;
+    uint64_t pkpre = c->kpre;
     int r;
     Py_INCREF(prev); /* keeps pkey alive while the block may go */
     if (++c->pos < c->len) {
@@ -652,7 +673,15 @@ static int p_advance(PCursor *c)
     } else {
         r = p_next_block(c);
     }
-    if (r == 1) {
+    if (r == 1 && pkpre != c->kpre) {
+        if (pkpre > c->kpre) {
+            PyErr_Format(PipeInputError,
+                         "source %d, row %zd: out of order (rows must be key ascending, "
+                         "seq descending)", c->src, c->nrow - 1);
+            r = -1;
+        }
+    }
+    else if (r == 1) {
         int cmp = raw_cmp(pkey, pklen, c->cur.key, c->cur.klen);
         if (cmp > 0 || (cmp == 0 && c->cur.seq > pseq)) {
             PyErr_Format(PipeInputError,
@@ -667,6 +696,9 @@ static int p_advance(PCursor *c)
 
 static inline int p_less(const PCursor *a, const PCursor *b)
 {
+    if (a->kpre != b->kpre) {
+        return a->kpre < b->kpre;
+    }
     int cmp = raw_cmp(a->cur.key, a->cur.klen, b->cur.key, b->cur.klen);
     if (cmp) {
         return cmp < 0;
