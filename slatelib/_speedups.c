@@ -1234,6 +1234,16 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
         const unsigned char *lk = self->last_key.p;
         size_t lklen = self->last_key.len;
         size_t m = klen < lklen ? klen : lklen;
+        /* 8 bytes at a time: the first differing byte is the lowest set byte of the xor */
+        while (shared + 8 <= m) {
+            uint64_t x = load_le64(lk + shared) ^ load_le64(k + shared);
+            if (x != 0) {
+                shared += (size_t)__builtin_ctzll(x) / 8;
+                m = shared;
+                break;
+            }
+            shared += 8;
+        }
         while (shared < m && lk[shared] == k[shared]) {
             shared++;
         }
