@@ -1154,6 +1154,62 @@ static int p_retain_key(PipeObject *m)
     return 0;
 }
 
+/* One key of PIPE_RETAIN when it has a single version, known without moving any cursor:
+ * the next entry of the top's block and the heap's second smallest (one of the root's
+ * children: a version of the same key would sort before any other key) hold other keys.
+ * Then p_retain_key's rules for one version run on the top's item in place (no gathering,
+ * no copies) and the top advances. 1: done, 0: not known to be single (or a merge operand
+ * to fold): the caller gathers, -1: error. */
+static int p_retain_single(PipeObject *m)
+{
+    PCursor *top = m->heap[0];
+    const PItem *it = &top->cur;
+    if (!top->native || top->pos + 1 >= top->len || (it->kind == KIND_MERGE && m->fold != NULL)) {
+        return 0;
+    }
+    for (int j = 1; j <= 2 && j < m->nheap; j++) {
+        const PCursor *o = m->heap[j];
+        if (o->kpre == top->kpre && sl_key_eq(o->cur.key, o->cur.klen, it->key, it->klen)) {
+            return 0;
+        }
+    }
+    const CheckedBlocksObject *b = (const CheckedBlocksObject *)top->block;
+    const PEntry *e = &b->ents[top->pos + 1];
+    if (sl_key_eq(b->keys + e->koff, e->klen, it->key, it->klen)) {
+        return 0;
+    }
+    m->rows_in++;
+    PItem tomb;
+    if (it->has_exp && it->exp <= m->tick) {
+        if (it->kind == KIND_MERGE) {
+            m->expired_merges_dropped++;
+            it = NULL;
+        } else {
+            /* an expired value becomes a tombstone: same key, seq and create_ts */
+            tomb = *it;
+            tomb.kind = KIND_TOMBSTONE;
+            tomb.val = (const unsigned char *)"";
+            tomb.vlen = 0;
+            tomb.has_exp = 0;
+            tomb.exp = 0;
+            tomb.row = NULL;
+            m->expired_to_tombstone++;
+            it = &tomb;
+        }
+    }
+    if (it != NULL && m->bottom && it->kind == KIND_TOMBSTONE) {
+        m->tombstones_dropped++;
+        it = NULL;
+    }
+    if (it != NULL) {
+        if (p_emit(m, it, NULL) < 0) {
+            return -1;
+        }
+        m->rows_out++;
+    }
+    return p_pop_advance(m) < 0 ? -1 : 1;
+}
+
 /* One key of PIPE_RESOLVE: slatelib.core.merge.resolve_rows for one key. */
 static int p_resolve_key(PipeObject *m)
 {
@@ -1283,10 +1339,15 @@ static int p_step(PipeObject *m)
             rc = p_resolve_key(m);
         } while (rc == 0 && --n > 0 && m->nheap);
     } else {
-        rc = p_gather(m);
+        rc = p_retain_single(m);
         if (rc == 0) {
-            m->rows_in += m->nvers;
-            rc = p_retain_key(m);
+            rc = p_gather(m);
+            if (rc == 0) {
+                m->rows_in += m->nvers;
+                rc = p_retain_key(m);
+            }
+        } else if (rc == 1) {
+            rc = 0;
         }
     }
     if (m->nvers) {
