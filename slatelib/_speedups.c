@@ -1316,7 +1316,7 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
     p = put_varint(p, shared);
     p = put_varint(p, klen - shared);
     p = put_varint(p, vlen);
-    memcpy(p, k + shared, klen - shared);
+    sl_copy(p, k + shared, klen - shared);
     p += klen - shared;
     if (vlen) {
         memcpy(p, v, vlen);
@@ -1356,7 +1356,7 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
         self->first_key = first;
         self->first_seq = seq;
     }
-    memcpy(self->last_key.p, k, klen);
+    sl_copy(self->last_key.p, k, klen);
     self->last_key.len = klen;
     self->last_key.set = 1;
     self->last_seq = seq;

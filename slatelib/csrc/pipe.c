@@ -153,9 +153,7 @@ static int record(ParseCtx *x, size_t klen, size_t voff, size_t vlen, uint64_t s
     PEntry *e = &o->ents[o->n++];
     e->koff = o->keys_len;
     e->klen = klen;
-    if (klen) {
-        memcpy(o->keys + o->keys_len, x->cur, klen);
-    }
+    sl_copy(o->keys + o->keys_len, x->cur, klen);
     o->keys_len += klen;
     e->voff = voff;
     e->vlen = kind == KIND_TOMBSTONE ? 0 : vlen;
@@ -188,9 +186,7 @@ static int set_cur(ParseCtx *x, const unsigned char *prefix, size_t shared,
     if (shared && prefix != x->cur) {
         memcpy(x->cur, prefix, shared);
     }
-    if (unshared) {
-        memcpy(x->cur + shared, suffix, unshared);
-    }
+    sl_copy(x->cur + shared, suffix, unshared);
     return 0;
 }
 
