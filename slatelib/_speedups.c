@@ -1039,6 +1039,7 @@ static void bw_dealloc(BlockWriterObject *self)
     PyMem_Free(self->last_key.p);
     Py_XDECREF(self->first_key);
     Py_XDECREF(self->blocks);
+    Py_XDECREF(self->sink_owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1090,11 +1091,20 @@ static int bw_close_block(BlockWriterObject *self)
         PyErr_SetString(PyExc_ValueError, "block has too many restart points");
         return -1;
     }
-    PyObject *raw = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    SlSink *sink = self->sink;
+    int placed = sink != NULL && !self->sink_off && sink->base != NULL
+                 && sink->len <= sink->cap && total + 4 <= sink->cap - sink->len;
+    if (sink != NULL && !placed) {
+        self->sink_off = 1;
+    }
+    PyObject *raw = placed ? PyLong_FromSize_t(total)
+                           : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (raw == NULL) {
         return -1;
     }
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(raw);
+    /* placed: written past the sink's len, which moves only once the block is recorded */
+    unsigned char *out = placed ? sink->base + sink->len
+                                : (unsigned char *)PyBytes_AS_STRING(raw);
     if (self->data_len) {
         memcpy(out, self->data, self->data_len);
     }
@@ -1103,6 +1113,9 @@ static int bw_close_block(BlockWriterObject *self)
         store_be16(q, self->restarts[i]);
     }
     store_be16(q, (unsigned)self->num_restarts);
+    if (placed) {
+        store_be32(out + total, sl_crc32(out, total));
+    }
     PyObject *index_key;
     if (!self->compacted) {
         unsigned char be[8];
@@ -1144,6 +1157,9 @@ static int bw_close_block(BlockWriterObject *self)
     Py_DECREF(t);
     if (rc < 0) {
         return -1;
+    }
+    if (placed) {
+        sink->len += total + 4;
     }
     /* room was made before the append: the copy cannot fail */
     if (self->last_key.len) {
@@ -1218,6 +1234,16 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
         const unsigned char *lk = self->last_key.p;
         size_t lklen = self->last_key.len;
         size_t m = klen < lklen ? klen : lklen;
+        /* 8 bytes at a time: the first differing byte is the lowest set byte of the xor */
+        while (shared + 8 <= m) {
+            uint64_t x = load_le64(lk + shared) ^ load_le64(k + shared);
+            if (x != 0) {
+                shared += (size_t)__builtin_ctzll(x) / 8;
+                m = shared;
+                break;
+            }
+            shared += 8;
+        }
         while (shared < m && lk[shared] == k[shared]) {
             shared++;
         }
@@ -1290,7 +1316,7 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
     p = put_varint(p, shared);
     p = put_varint(p, klen - shared);
     p = put_varint(p, vlen);
-    memcpy(p, k + shared, klen - shared);
+    sl_copy(p, k + shared, klen - shared);
     p += klen - shared;
     if (vlen) {
         memcpy(p, v, vlen);
@@ -1330,7 +1356,7 @@ int bw_add_raw(BlockWriterObject *self, PyObject *key_obj, const unsigned char *
         self->first_key = first;
         self->first_seq = seq;
     }
-    memcpy(self->last_key.p, k, klen);
+    sl_copy(self->last_key.p, k, klen);
     self->last_key.len = klen;
     self->last_key.set = 1;
     self->last_seq = seq;
@@ -1560,7 +1586,39 @@ static PyObject *bw_take_blocks(BlockWriterObject *self, PyObject *unused)
     }
     PyObject *out = self->blocks;
     self->blocks = fresh;
+    self->sink_off = 0;
     return out;
+}
+
+/* set_sink(blocks | None): frame finished blocks straight into an SstBlocks' buffer (see
+ * SlSink in csrc/common.h); only for uncompressed SSTs (the caller's choice) */
+static PyObject *bw_set_sink(BlockWriterObject *self, PyObject *owner)
+{
+    if (bw_enter(self) < 0) {
+        return NULL;
+    }
+    self->busy = 0;
+    if (PyList_GET_SIZE(self->blocks) > 0) {
+        PyErr_SetString(PyExc_ValueError, "set_sink() with finished blocks not taken");
+        return NULL;
+    }
+    SlSink *sink = NULL;
+    if (owner != Py_None) {
+        PyObject *cap = PyObject_CallMethod(owner, "sink_capsule", NULL);
+        if (cap == NULL) {
+            return NULL;
+        }
+        sink = PyCapsule_GetPointer(cap, SL_SINK_CAPSULE);
+        Py_DECREF(cap); /* the pointer lives as long as its owner, which we keep */
+        if (sink == NULL) {
+            return NULL;
+        }
+        Py_INCREF(owner);
+    }
+    Py_XSETREF(self->sink_owner, owner == Py_None ? NULL : owner);
+    self->sink = sink;
+    self->sink_off = 0;
+    Py_RETURN_NONE;
 }
 
 static PyObject *bw_hashes(BlockWriterObject *self, PyObject *unused)
@@ -1713,6 +1771,11 @@ static PyMethodDef bw_methods[] = {
      "A rejected row raises; the rows before it stay added."},
     {"finish_block", (PyCFunction)bw_finish_block, METH_NOARGS,
      "finish_block() -> bool\n\nClose the open block if it holds rows."},
+    {"set_sink", (PyCFunction)bw_set_sink, METH_O,
+     "set_sink(blocks) -> None\n\n"
+     "Frame each finished block (with its CRC-32) straight into the buffer of `blocks` (an\n"
+     "_sstwrite.SstBlocks; None: stop) where it fits; take_blocks() then gives its length\n"
+     "instead of its bytes, and SstBlocks.add(blocks) (without compression) records it."},
     {"take_blocks", (PyCFunction)bw_take_blocks, METH_NOARGS,
      "take_blocks() -> list\n\n"
      "Finished blocks since the last call, as (raw_block, index_key, puts, deletes, merges)."},

@@ -48,7 +48,24 @@ typedef struct {
     PyObject *data;  /* framed bytes not taken yet: a bytes object grown in place */
     Py_ssize_t dlen;
     Py_ssize_t dcap;
+    SlSink sink; /* the buffer's free part, where a block writer places framed blocks */
 } SstBlocksObject;
+
+/* The sink follows the buffer (it moves when it grows, and take() hands it out); bytes a
+ * block writer placed past dlen are kept by a growth (realloc copies them). */
+static void sb_sync_sink(SstBlocksObject *s)
+{
+    if (s->data == NULL) {
+        s->sink.base = NULL;
+        s->sink.len = s->sink.cap = 0;
+        return;
+    }
+    s->sink.base = (unsigned char *)PyBytes_AS_STRING(s->data);
+    s->sink.cap = (size_t)s->dcap;
+    if (s->sink.len < (size_t)s->dlen) {
+        s->sink.len = (size_t)s->dlen;
+    }
+}
 
 /* Room for `need` more bytes in s->data (realloc: large buffers grow without a copy),
  * grown by csrc/common.h's policy. */
@@ -83,7 +100,9 @@ static int sb_reserve(SstBlocksObject *s, Py_ssize_t need)
         }
         s->dcap = cap;
         s->dlen = 0;
+        s->sink.len = 0;
         sb_advise_huge(s);
+        sb_sync_sink(s);
         return 0;
     }
     if (s->dlen + need <= s->dcap) {
@@ -97,10 +116,12 @@ static int sb_reserve(SstBlocksObject *s, Py_ssize_t need)
     if (_PyBytes_Resize(&s->data, (Py_ssize_t)cap) < 0) {
         s->data = NULL;
         s->dlen = s->dcap = 0;
+        sb_sync_sink(s);
         return -1;
     }
     s->dcap = (Py_ssize_t)cap;
     sb_advise_huge(s);
+    sb_sync_sink(s);
     return 0;
 }
 
@@ -149,14 +170,31 @@ static PyObject *sb_add(SstBlocksObject *s, PyObject *args)
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *b = PyList_GET_ITEM(blocks, i);
         if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 5
-            || !PyBytes_Check(PyTuple_GET_ITEM(b, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(b, 1))) {
+            || !(PyBytes_Check(PyTuple_GET_ITEM(b, 0)) || PyLong_CheckExact(PyTuple_GET_ITEM(b, 0)))
+            || !PyBytes_Check(PyTuple_GET_ITEM(b, 1))) {
             Py_DECREF(stored);
             PyErr_SetString(PyExc_TypeError,
-                            "blocks must be (raw bytes, index key bytes, puts, deletes, merges)");
+                            "blocks must be (raw bytes or placed length, index key bytes, puts, "
+                            "deletes, merges)");
             return NULL;
         }
         PyObject *raw = PyTuple_GET_ITEM(b, 0);
         PyObject *st;
+        if (PyLong_CheckExact(raw)) {
+            /* framed in place by the block writer (set_sink): its length without the CRC */
+            Py_ssize_t placed = PyLong_AsSsize_t(raw);
+            if (compress != Py_None || placed < 0) {
+                Py_DECREF(stored);
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_ValueError,
+                                    "a block placed in the sink cannot be compressed");
+                }
+                return NULL;
+            }
+            PyList_SET_ITEM(stored, i, Py_NewRef(raw));
+            total += (size_t)placed + 4;
+            continue;
+        }
         if (compress == Py_None) {
             st = Py_NewRef(raw);
         }
@@ -191,14 +229,31 @@ static PyObject *sb_add(SstBlocksObject *s, PyObject *args)
     Py_ssize_t d0 = s->dlen;
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *b = PyList_GET_ITEM(blocks, i);
-        ByteSpan sp;
-        if (span_get(PyList_GET_ITEM(stored, i), &sp, "compressed block") < 0) {
-            goto fail;
+        PyObject *st = PyList_GET_ITEM(stored, i);
+        Py_ssize_t len;
+        if (PyLong_CheckExact(st)) {
+            /* already there, CRC and all: the blocks placed so far end at sink.len */
+            len = PyLong_AsSsize_t(st);
+            if ((size_t)(s->dlen + len + 4) > s->sink.len) {
+                PyErr_SetString(PyExc_ValueError, "a placed block is not in the sink");
+                goto fail;
+            }
         }
-        Py_ssize_t len = sp.len;
-        memcpy(p, sp.ptr, (size_t)len);
-        span_release(&sp);
-        store_be32(p + len, sl_crc32(p, (size_t)len));
+        else {
+            ByteSpan sp;
+            if ((size_t)s->dlen != s->sink.len) {
+                PyErr_SetString(PyExc_ValueError, "a block follows blocks placed in the sink");
+                goto fail;
+            }
+            if (span_get(st, &sp, "compressed block") < 0) {
+                goto fail;
+            }
+            len = sp.len;
+            memcpy(p, sp.ptr, (size_t)len);
+            span_release(&sp);
+            store_be32(p + len, sl_crc32(p, (size_t)len));
+            s->sink.len += (size_t)len + 4;
+        }
         if (sb_grow(s) < 0) {
             goto fail;
         }
@@ -224,6 +279,7 @@ fail:
     s->n = n0;
     s->offset = off0;
     s->dlen = d0;
+    s->sink.len = (size_t)d0; /* blocks placed and not added are dropped with them */
     Py_DECREF(stored);
     return NULL;
 }
@@ -253,14 +309,26 @@ static PyObject *sb_take(SstBlocksObject *s, PyObject *args)
         memcpy(p, PyBytes_AS_STRING(c), (size_t)PyBytes_GET_SIZE(c));
         p += PyBytes_GET_SIZE(c);
     }
+    if (s->sink.len > (size_t)s->dlen) {
+        PyErr_SetString(PyExc_ValueError, "blocks placed in the sink were not added");
+        return NULL;
+    }
     Py_ssize_t len = s->dlen + extra;
     PyObject *out = s->data;
     s->data = NULL;
     s->dlen = s->dcap = 0;
+    sb_sync_sink(s);
     if (_PyBytes_Resize(&out, len) < 0) {
         return NULL;
     }
     return out;
+}
+
+/* sink_capsule() -> capsule: the sink a block writer places framed blocks in (its
+ * set_sink(blocks) takes it; the capsule is valid while this object lives) */
+static PyObject *sb_sink_capsule(SstBlocksObject *s, PyObject *Py_UNUSED(unused))
+{
+    return PyCapsule_New(&s->sink, SL_SINK_CAPSULE, NULL);
 }
 
 /* reserve(n): room for n more framed bytes, allocated now (pages are touched only when the
@@ -451,6 +519,9 @@ static PyMethodDef sb_methods[] = {
     {"take", (PyCFunction)sb_take, METH_VARARGS,
      "take(tail=[]) -> bytes\n\nThe framed bytes added since the last take, followed by "
      "the tail chunks, as one bytes object (grown in place: no copy of the blocks)."},
+    {"sink_capsule", (PyCFunction)sb_sink_capsule, METH_NOARGS,
+     "sink_capsule() -> capsule\n\nWhere a block writer's set_sink() places uncompressed "
+     "blocks framed in place (valid while this object lives)."},
     {"reserve", (PyCFunction)sb_reserve_py, METH_O,
      "reserve(n) -> None\n\nRoom for n more framed bytes before take() (an estimate of the "
      "SST's size: the buffer then never grows by copying)."},

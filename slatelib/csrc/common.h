@@ -143,6 +143,37 @@ static inline int sl_key_cmp(const unsigned char *a, size_t alen, const unsigned
     return alen < blen ? -1 : (alen > blen ? 1 : 0);
 }
 
+/* memcpy for the short copies made per row (keys, key suffixes): up to 32 bytes as two
+ * overlapping loads and stores, without a call into libc; longer ones are memcpy. All
+ * loads come before the stores, so n <= 32 tolerates overlap as memmove would (callers do
+ * not rely on it). */
+static inline void sl_copy(unsigned char *d, const unsigned char *s, size_t n)
+{
+    if (n >= 16 && n <= 32) {
+        uint64_t a0, a1, b0, b1;
+        memcpy(&a0, s, 8);
+        memcpy(&a1, s + 8, 8);
+        memcpy(&b0, s + n - 16, 8);
+        memcpy(&b1, s + n - 8, 8);
+        memcpy(d, &a0, 8);
+        memcpy(d + 8, &a1, 8);
+        memcpy(d + n - 16, &b0, 8);
+        memcpy(d + n - 8, &b1, 8);
+    } else if (n >= 8 && n < 16) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n < 8) {
+        for (size_t i = 0; i < n; i++) {
+            d[i] = s[i];
+        }
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
 /* a == b, with the same first-8-bytes shortcut. */
 static inline int sl_key_eq(const unsigned char *a, size_t alen, const unsigned char *b,
                             size_t blen)
@@ -186,5 +217,21 @@ typedef struct {
 /* 0, or -1 with TypeError naming `what`. Release with span_release. */
 int span_get(PyObject *obj, ByteSpan *span, const char *what);
 void span_release(ByteSpan *span);
+
+/* ------------------------------------------------------------------ framed-block sink */
+
+/* Where a block writer may place finished, uncompressed blocks framed in place (the block,
+ * then its CRC-32 big-endian, format §7.1), straight into the output SST's buffer instead of
+ * handing each out as a new bytes object that is then copied (docs/rfcs/0030-core-throughput.md).
+ * Owned by _sstwrite's SstBlocks, which keeps `base` and `cap` current (its buffer moves
+ * when it grows) and hands it out in a capsule named SL_SINK_CAPSULE; `len` is where the
+ * next block goes (after the bytes SstBlocks has accounted for and the blocks placed but not
+ * yet added). A writer places a block only when it fits (len + n <= cap). */
+typedef struct {
+    unsigned char *base;
+    size_t len, cap;
+} SlSink;
+
+#define SL_SINK_CAPSULE "slatelib._sstwrite.sink"
 
 #endif /* SLATELIB_CSRC_COMMON_H */

@@ -153,9 +153,7 @@ static int record(ParseCtx *x, size_t klen, size_t voff, size_t vlen, uint64_t s
     PEntry *e = &o->ents[o->n++];
     e->koff = o->keys_len;
     e->klen = klen;
-    if (klen) {
-        memcpy(o->keys + o->keys_len, x->cur, klen);
-    }
+    sl_copy(o->keys + o->keys_len, x->cur, klen);
     o->keys_len += klen;
     e->voff = voff;
     e->vlen = kind == KIND_TOMBSTONE ? 0 : vlen;
@@ -188,9 +186,7 @@ static int set_cur(ParseCtx *x, const unsigned char *prefix, size_t shared,
     if (shared && prefix != x->cur) {
         memcpy(x->cur, prefix, shared);
     }
-    if (unshared) {
-        memcpy(x->cur + shared, suffix, unshared);
-    }
+    sl_copy(x->cur + shared, suffix, unshared);
     return 0;
 }
 
@@ -485,9 +481,26 @@ typedef struct {
     int native;
     Py_ssize_t pos, len;
     PItem cur;
+    uint64_t kpre; /* cur's key prefix (key_prefix): most heap compares end on it, without
+                    * touching the key's own memory */
     int src;
     Py_ssize_t nrow;
 } PCursor;
+
+/* The first 8 bytes of a key as a big-endian integer, zero-padded: when two prefixes differ
+ * they order as the keys do (a zero pad is below any byte where the padded key ended: it is
+ * then a proper prefix of the other, hence smaller); equal prefixes need the whole compare. */
+static inline uint64_t key_prefix(const unsigned char *k, size_t klen)
+{
+    if (klen >= 8) {
+        return load_be64(k);
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) {
+        v = v << 8 | (i < klen ? k[i] : 0u);
+    }
+    return v;
+}
 
 static inline void item_of_entry(PItem *it, CheckedBlocksObject *o, const PEntry *e)
 {
@@ -581,9 +594,12 @@ static int load_cur(PCursor *c)
     if (c->native) {
         CheckedBlocksObject *o = (CheckedBlocksObject *)c->block;
         item_of_entry(&c->cur, o, &o->ents[c->pos]);
-        return 0;
     }
-    return load_py_row(c);
+    else if (load_py_row(c) < 0) {
+        return -1;
+    }
+    c->kpre = key_prefix(c->cur.key, c->cur.klen);
+    return 0;
 }
 
 /* The owner of the cursor's current item (borrowed). */
@@ -642,6 +658,7 @@ static int p_advance(PCursor *c)
     const unsigned char *pkey = c->cur.key;
     size_t pklen = c->cur.klen;
     uint64_t pseq = c->cur.seq;
+    uint64_t pkpre = c->kpre;
     int r;
     Py_INCREF(prev); /* keeps pkey alive while the block may go */
     if (++c->pos < c->len) {
@@ -652,7 +669,15 @@ static int p_advance(PCursor *c)
     } else {
         r = p_next_block(c);
     }
-    if (r == 1) {
+    if (r == 1 && pkpre != c->kpre) {
+        if (pkpre > c->kpre) {
+            PyErr_Format(PipeInputError,
+                         "source %d, row %zd: out of order (rows must be key ascending, "
+                         "seq descending)", c->src, c->nrow - 1);
+            r = -1;
+        }
+    }
+    else if (r == 1) {
         int cmp = raw_cmp(pkey, pklen, c->cur.key, c->cur.klen);
         if (cmp > 0 || (cmp == 0 && c->cur.seq > pseq)) {
             PyErr_Format(PipeInputError,
@@ -667,6 +692,9 @@ static int p_advance(PCursor *c)
 
 static inline int p_less(const PCursor *a, const PCursor *b)
 {
+    if (a->kpre != b->kpre) {
+        return a->kpre < b->kpre;
+    }
     int cmp = raw_cmp(a->cur.key, a->cur.klen, b->cur.key, b->cur.klen);
     if (cmp) {
         return cmp < 0;
@@ -1122,6 +1150,62 @@ static int p_retain_key(PipeObject *m)
     return 0;
 }
 
+/* One key of PIPE_RETAIN when it has a single version, known without moving any cursor:
+ * the next entry of the top's block and the heap's second smallest (one of the root's
+ * children: a version of the same key would sort before any other key) hold other keys.
+ * Then p_retain_key's rules for one version run on the top's item in place (no gathering,
+ * no copies) and the top advances. 1: done, 0: not known to be single (or a merge operand
+ * to fold): the caller gathers, -1: error. */
+static int p_retain_single(PipeObject *m)
+{
+    PCursor *top = m->heap[0];
+    const PItem *it = &top->cur;
+    if (!top->native || top->pos + 1 >= top->len || (it->kind == KIND_MERGE && m->fold != NULL)) {
+        return 0;
+    }
+    for (int j = 1; j <= 2 && j < m->nheap; j++) {
+        const PCursor *o = m->heap[j];
+        if (o->kpre == top->kpre && sl_key_eq(o->cur.key, o->cur.klen, it->key, it->klen)) {
+            return 0;
+        }
+    }
+    const CheckedBlocksObject *b = (const CheckedBlocksObject *)top->block;
+    const PEntry *e = &b->ents[top->pos + 1];
+    if (sl_key_eq(b->keys + e->koff, e->klen, it->key, it->klen)) {
+        return 0;
+    }
+    m->rows_in++;
+    PItem tomb;
+    if (it->has_exp && it->exp <= m->tick) {
+        if (it->kind == KIND_MERGE) {
+            m->expired_merges_dropped++;
+            it = NULL;
+        } else {
+            /* an expired value becomes a tombstone: same key, seq and create_ts */
+            tomb = *it;
+            tomb.kind = KIND_TOMBSTONE;
+            tomb.val = (const unsigned char *)"";
+            tomb.vlen = 0;
+            tomb.has_exp = 0;
+            tomb.exp = 0;
+            tomb.row = NULL;
+            m->expired_to_tombstone++;
+            it = &tomb;
+        }
+    }
+    if (it != NULL && m->bottom && it->kind == KIND_TOMBSTONE) {
+        m->tombstones_dropped++;
+        it = NULL;
+    }
+    if (it != NULL) {
+        if (p_emit(m, it, NULL) < 0) {
+            return -1;
+        }
+        m->rows_out++;
+    }
+    return p_pop_advance(m) < 0 ? -1 : 1;
+}
+
 /* One key of PIPE_RESOLVE: slatelib.core.merge.resolve_rows for one key. */
 static int p_resolve_key(PipeObject *m)
 {
@@ -1251,10 +1335,15 @@ static int p_step(PipeObject *m)
             rc = p_resolve_key(m);
         } while (rc == 0 && --n > 0 && m->nheap);
     } else {
-        rc = p_gather(m);
+        rc = p_retain_single(m);
         if (rc == 0) {
-            m->rows_in += m->nvers;
-            rc = p_retain_key(m);
+            rc = p_gather(m);
+            if (rc == 0) {
+                m->rows_in += m->nvers;
+                rc = p_retain_key(m);
+            }
+        } else if (rc == 1) {
+            rc = 0;
         }
     }
     if (m->nvers) {

@@ -59,6 +59,12 @@ typedef struct {
     PrefixHashes prefixes[MAX_PREFIX_EXTRACTORS];
     size_t num_prefixes;
     PyObject *blocks; /* finished (raw, index_key, puts, deletes, merges) tuples */
+    /* set_sink(): uncompressed blocks are framed straight into an SstBlocks' buffer (raw is
+     * then the placed length); sink_off: one block did not fit, so the rest of this batch
+     * goes out as bytes (placed blocks must precede them) until take_blocks() */
+    PyObject *sink_owner;
+    SlSink *sink;
+    int sink_off;
 } BlockWriterObject;
 
 extern PyTypeObject BlockWriterType;

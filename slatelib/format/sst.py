@@ -163,6 +163,12 @@ class SstWriter:
         self._compress = (block_compressor(options.codec) if self._blocks is not None
                           else None if options.codec == CompressionCodec.NONE
                           else partial(compress, options.codec))
+        if (self._blocks is not None and self._compress is None and not self._py_prefixes
+                and hasattr(self._w, "set_sink") and hasattr(self._blocks, "sink_capsule")):
+            # uncompressed: the block writer frames each finished block (CRC-32 and all)
+            # straight into the SST's buffer, no bytes object per block and no second copy
+            # (the Python prefix hashes, when any, need each block's bytes)
+            self._w.set_sink(self._blocks)
 
     @property
     def num_rows(self) -> int:

@@ -108,6 +108,33 @@ def test_retention_equals_the_windowed_reference(
         assert a[-1][0] != b[0][0], "a key's versions straddle two batches"
 
 
+# keys around the merge's 8-byte prefix compare: zero bytes, a shared 8-byte prefix, keys that
+# are prefixes of others (a zero pad must not tie or misorder them)
+EDGE_KEYS = [b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x00\x01", b"abcdefg",
+             b"abcdefg\x00", b"abcdefgh", b"abcdefgh\x00", b"abcdefgh\x01", b"abcdefgi",
+             b"\xff" * 7, b"\xff" * 8, b"\xff" * 9]
+
+
+@DIFF
+@given(st.lists(st.lists(st.tuples(st.sampled_from(EDGE_KEYS), st.integers(1, 9)),
+                         max_size=20), min_size=1, max_size=5))
+def test_merged_rows_order_keys_near_the_prefix_compare(
+    raw: list[list[tuple[bytes, int]]]
+) -> None:
+    srcs = [[sorted({(k, s, VALUE, b"v", None, None) for k, s in rows},
+                    key=lambda r: (r[0], -r[1]))] for rows in raw]
+    got = list(merged_rows(srcs))
+    assert got == list(merged_rows(srcs, use_native=False))
+    assert [(r[0], -r[1]) for r in got] == sorted((r[0], -r[1]) for r in got)
+
+
+def test_a_key_below_its_predecessor_in_the_first_8_bytes_is_out_of_order() -> None:
+    bad = [[(b"abcdefgh\x01", 1, VALUE, b"x", None, None), (b"abcdefg", 1, VALUE, b"y", None,
+                                                              None)]]
+    with pytest.raises(CorruptObjectError, match="source 0, row 1: out of order"):
+        list(merged_rows([bad]))
+
+
 def test_a_source_out_of_order_is_a_corrupt_input_naming_the_source() -> None:
     good = [[(b"a", 1, VALUE, b"x", None, None)]]
     bad = [[(b"b", 1, VALUE, b"x", None, None)], [(b"a", 2, VALUE, b"y", None, None)]]

@@ -49,9 +49,9 @@ def random_rows(rng: random.Random, n: int, *, wal: bool = False) -> list[Row]:
 
 
 def write(rows: list[Row], opts: SstWriterOptions, *, native_finish: bool, seed: int,
-          drain: bool) -> tuple[bytes, object, object, int, int]:
+          drain: bool, size_hint: int = 0) -> tuple[bytes, object, object, int, int]:
     rng = random.Random(seed)
-    w = SstWriter(opts, native_finish=native_finish)
+    w = SstWriter(opts, native_finish=native_finish, size_hint=size_hint)
     drained: list[bytes] = []
     i = 0
     while i < len(rows):
@@ -80,6 +80,72 @@ def test_native_finishing_writes_the_same_sst(seed: int, codec: CompressionCodec
     assert got == want
     parsed = parse_sst(got[0])
     assert parsed.rows() == rows
+
+
+@DIFF
+@given(st.integers(0, 2**32), st.sampled_from([48, 512, 4096]),
+       st.sampled_from([0, 1, 3000, 40_000, 1 << 22]), st.booleans())
+def test_blocks_framed_in_place_write_the_same_sst(seed: int, block_size: int, size_hint: int,
+                                                   drain: bool) -> None:
+    """Uncompressed: the block writer frames blocks straight into the SST's buffer (the
+    sink); a buffer too small for the next block, a drain midway and growth fall back to
+    bytes and back again, and the SST is the reference's, byte for byte."""
+    rng = random.Random(seed)
+    rows = random_rows(rng, rng.randint(1, 1500))
+    opts = SstWriterOptions(block_size=block_size, codec=CompressionCodec.NONE)
+    got = write(rows, opts, native_finish=True, seed=seed, drain=drain, size_hint=size_hint)
+    want = write(rows, opts, native_finish=False, seed=seed, drain=drain)
+    assert got == want
+
+
+def _sink_pair(reserve: int) -> tuple[object, object]:
+    assert native.sstwrite is not None and native.speedups is not None
+    blocks = native.sstwrite.SstBlocks()
+    blocks.reserve(reserve)
+    bw = native.speedups.BlockWriterV2(64)
+    bw.set_sink(blocks)
+    return bw, blocks
+
+
+def test_a_block_writer_with_a_sink_places_blocks_and_sst_blocks_records_them() -> None:
+    rows = random_rows(random.Random(3), 300)
+    bw, blocks = _sink_pair(1 << 20)
+    bw.add_rows(rows, 0, len(rows))
+    bw.finish_block()
+    taken = bw.take_blocks()
+    assert taken and all(isinstance(b[0], int) for b in taken)
+    blocks.add(taken)
+    plain_bw = native.speedups.BlockWriterV2(64)  # type: ignore[union-attr]
+    plain_bw.add_rows(rows, 0, len(rows))
+    plain_bw.finish_block()
+    plain = plain_bw.take_blocks()
+    assert [b[1:] for b in taken] == [b[1:] for b in plain]
+    assert [b[0] for b in taken] == [len(b[0]) for b in plain]
+    framed = b"".join(b[0] + zlib.crc32(b[0]).to_bytes(4, "big") for b in plain)
+    assert blocks.take() == framed
+
+
+def test_placed_blocks_are_refused_compressed_and_must_be_added_before_take() -> None:
+    rows = random_rows(random.Random(4), 50)
+    bw, blocks = _sink_pair(1 << 16)
+    bw.add_rows(rows, 0, len(rows))
+    bw.finish_block()
+    taken = bw.take_blocks()
+    with pytest.raises(ValueError, match="compressed"):
+        blocks.add(taken, bytes)
+    with pytest.raises(ValueError, match="not added"):
+        blocks.take()
+    blocks.add(taken)
+    assert blocks.count == len(taken) and len(blocks.take()) == blocks.offset
+
+
+def test_a_block_that_does_not_fit_the_sink_and_those_after_it_come_as_bytes() -> None:
+    rows = random_rows(random.Random(5), 400)
+    bw, blocks = _sink_pair(1 << 16)  # at least 64 KiB: holds some blocks, not all
+    bw.add_rows(rows, 0, len(rows))
+    bw.finish_block()
+    kinds = [isinstance(b[0], int) for b in bw.take_blocks()]
+    assert kinds[0] and not kinds[-1] and kinds == sorted(kinds, reverse=True)
 
 
 @pytest.mark.parametrize("counts", [
