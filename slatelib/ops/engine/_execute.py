@@ -33,11 +33,15 @@ removes them.
 
 from __future__ import annotations
 
+import gc
 import logging
 import resource
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.retention import RetentionPolicy, RetentionStats
@@ -83,6 +87,36 @@ def native_pipeline_for(task: CompactionTask) -> bool:
     return accepts_fill(SstWriter(task.sst_options).block_writer)
 
 
+_gc_lock = threading.Lock()
+_gc_paused = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while compaction tasks run in this process
+    (nested and concurrent tasks count: it resumes, if it was on, when the last one ends).
+
+    A task allocates a Python object or two per block group (tuples, buffers), so the
+    collector's generation thresholds trip again and again, and each full collection walks
+    every object of the executor's Python worker (pyspark's and slatelib's modules) for
+    nothing: a task makes no reference cycles that matter. Reference counting still frees
+    everything as usual; only cycles wait until the task ends."""
+    global _gc_paused, _gc_was_enabled
+    with _gc_lock:
+        if _gc_paused == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_paused += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_paused -= 1
+            if _gc_paused == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def execute_compaction_task(
     task: CompactionTask,
     *,
@@ -91,7 +125,8 @@ def execute_compaction_task(
     fill_rows: int | None = None,
     use_native_pipe: bool = True,
 ) -> CompactionResult:
-    """Compact one key range and upload its output SSTs (see the module docstring).
+    """Compact one key range and upload its output SSTs (see the module docstring), with
+    the cyclic garbage collector held off meanwhile (:func:`cyclic_gc_paused`).
 
     ``store`` defaults to opening ``task.store`` (what executors do). ``use_native_pipe=False``
     (or an unbuilt extension) takes the row path: ``native_merge.retained_batches``.
@@ -103,6 +138,20 @@ def execute_compaction_task(
         UnavailableError / StorageError: storage failures.
         InvalidArgumentError: an unknown merge operator.
     """
+    with cyclic_gc_paused():
+        return _execute(task, store=store, clock=clock, fill_rows=fill_rows,
+                        use_native_pipe=use_native_pipe)
+
+
+def _execute(
+    task: CompactionTask,
+    *,
+    store: ObjectStore | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    fill_rows: int | None = None,
+    use_native_pipe: bool = True,
+) -> CompactionResult:
+    """The body of :func:`execute_compaction_task`."""
     started = time.perf_counter()
     cpu_started = time.process_time()
     obj_store = store if store is not None else task.store.open()

@@ -386,3 +386,58 @@ def test_the_native_pipeline_writes_the_ssts_the_row_path_writes(
     for a, b in zip(native_ssts, native_ssts[1:], strict=False):
         assert a[-1][0] < b[0][0], "a key's versions straddle two output SSTs"
     assert native_stats == rows_stats and native_stats["rows_in"] > 2000
+
+
+def test_the_cyclic_collector_is_held_off_while_tasks_run_and_restored_after() -> None:
+    import gc
+    import threading
+
+    from slatelib.ops.engine._execute import cyclic_gc_paused
+
+    assert gc.isenabled()
+    first_in, second_done = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def other_task() -> None:
+        with cyclic_gc_paused():
+            first_in.wait(5)
+            seen.append(gc.isenabled())
+        second_done.set()
+
+    t = threading.Thread(target=other_task)
+    with cyclic_gc_paused():
+        t.start()
+        first_in.set()
+        second_done.wait(5)
+        seen.append(gc.isenabled())  # the other task ended first: still off for this one
+    t.join()
+    assert seen == [False, False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # off before: stays off
+    finally:
+        gc.enable()
+
+
+def test_a_real_task_runs_with_the_collector_off(store: ObjectStore,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from slatelib.ops.engine import _execute
+
+    new_db(store, ROOT)
+    random_l0s(store, random.Random(3), l0s=2, keys=200, per=50)
+    states: list[bool] = []
+    real = _execute._execute
+
+    def spy(*args: object, **kwargs: object) -> object:
+        states.append(gc.isenabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_execute, "_execute", spy)
+    report = run_compaction(ROOT, store, settings=settings(), runner=ThreadTaskRunner(1))
+    assert report.status == "committed" and states and not any(states)
+    assert gc.isenabled()
