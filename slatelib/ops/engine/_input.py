@@ -273,38 +273,59 @@ def view_groups(store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *, 
         ChecksumMismatchError / CorruptObjectError: a damaged block (object and block named).
         SstMissingError / UnavailableError / StorageError: the SST cannot be read.
     """
-    pending: deque[Future[Group]] = deque()
-    groups = _groups(vi, max(1, fetch_bytes))
-    fetch: Callable[[ObjectStore, ViewInput, int, int], Group] = (
-        _fetch_checked if checked else _fetch)
-    try:
-        for a, b in groups:
-            pending.append(pool.submit(fetch, store, vi, a, b))
-            if len(pending) >= max(1, prefetch):
-                break
-        while pending:
-            t = time.perf_counter()
-            rows = pending.popleft().result()
-            timer.seconds += time.perf_counter() - t
-            nxt = next(groups, None)
-            if nxt is not None:
-                pending.append(pool.submit(fetch, store, vi, *nxt))
-            if not isinstance(rows, list):  # checked blocks, clipped already
-                if len(rows):
-                    yield rows
-                if rows.ended:
+    return iter(_ViewFetch(store, vi, pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
+                           timer=timer, checked=checked))
+
+
+class _ViewFetch:
+    """The groups of one view, fetched ahead: the first group's fetch is submitted when this
+    is made (so a task's sources all start reading at once, in source order, before the
+    merge waits on any of them), the rest of the ``prefetch`` window when it is first
+    iterated."""
+
+    def __init__(self, store: ObjectStore, vi: ViewInput, pool: ThreadPoolExecutor, *,
+                 prefetch: int, fetch_bytes: int, timer: ReadTimer, checked: bool) -> None:
+        self.store, self.vi, self.pool, self.timer = store, vi, pool, timer
+        self.prefetch = max(1, prefetch)
+        self.fetch: Callable[[ObjectStore, ViewInput, int, int], Group] = (
+            _fetch_checked if checked else _fetch)
+        self.groups = _groups(vi, max(1, fetch_bytes))
+        self.pending: deque[Future[Group]] = deque()
+        self._submit_next()
+
+    def _submit_next(self) -> bool:
+        nxt = next(self.groups, None)
+        if nxt is None:
+            return False
+        self.pending.append(self.pool.submit(self.fetch, self.store, self.vi, *nxt))
+        return True
+
+    def __iter__(self) -> Iterator[Group]:
+        pending = self.pending
+        try:
+            while len(pending) < self.prefetch and self._submit_next():
+                pass
+            while pending:
+                t = time.perf_counter()
+                rows = pending.popleft().result()
+                self.timer.seconds += time.perf_counter() - t
+                self._submit_next()
+                if not isinstance(rows, list):  # checked blocks, clipped already
+                    if len(rows):
+                        yield rows
+                    if rows.ended:
+                        return
+                    continue
+                if not rows:
+                    continue
+                clipped, ended = _clip(rows, self.vi.range)
+                if clipped:
+                    yield clipped
+                if ended:
                     return
-                continue
-            if not rows:
-                continue
-            clipped, ended = _clip(rows, vi.range)
-            if clipped:
-                yield clipped
-            if ended:
-                return
-    finally:
-        for f in pending:
-            f.cancel()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def source_rows(store: ObjectStore, views: list[ViewInput], pool: ThreadPoolExecutor, *,
@@ -322,11 +343,22 @@ def source_rows(store: ObjectStore, views: list[ViewInput], pool: ThreadPoolExec
 def source_blocks(store: ObjectStore, views: list[ViewInput], pool: ThreadPoolExecutor, *,
                   prefetch: int, fetch_bytes: int, timer: ReadTimer) -> Iterator[Group]:
     """:func:`source_rows` for the native pipeline: ``CheckedBlocks`` where it can read the
-    blocks, row lists elsewhere (:func:`view_groups`).
+    blocks, row lists elsewhere (:func:`view_groups`). The first view's first fetch is
+    submitted at once (not when the source is first read), so that a task's sources,
+    made one after another, fetch their first groups side by side.
 
     Raises:
         DataError / UnavailableError / StorageError: see :func:`view_rows`.
     """
-    for vi in views:
-        yield from view_groups(store, vi, pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
-                               timer=timer, checked=True)
+    if not views:
+        return iter(())
+    first = _ViewFetch(store, views[0], pool, prefetch=prefetch, fetch_bytes=fetch_bytes,
+                       timer=timer, checked=True)
+
+    def groups() -> Iterator[Group]:
+        yield from first
+        for vi in views[1:]:
+            yield from view_groups(store, vi, pool, prefetch=prefetch,
+                                   fetch_bytes=fetch_bytes, timer=timer, checked=True)
+
+    return groups()
