@@ -27,8 +27,11 @@ output SSTs):
    on the third. MB/s (input bytes / official seconds, and / our job total), the ratio,
    requests per GB (the server's count per bucket; ours also from the report's
    ``store_requests``).
-4. ``--core``: ``benchmarks/bench_core.py --json FILE`` as a subprocess, when it exists;
-   its per-core MB/s and instructions per input byte are folded into the summary.
+4. One task alone (unless ``--no-core``): ``benchmarks/bench_core.py --json FILE`` as a
+   subprocess: decode, merge and encode of one W1 task in one process, without Spark and
+   storage I/O (MB/s per CPU-second: the issue's per-core figure), and each codec variant
+   against the codec library's own speed on the same bytes; ``--callgrind`` adds W1's
+   instructions per input byte (valgrind, a few minutes).
 5. ``--scaling``: also ``local[1]`` (free, and pinned to one CPU) sessions, for the 1 -> 2
    core scaling (off by default, to keep the run short).
 
@@ -42,7 +45,8 @@ target of issue 28 (ratio >= 5x, overhead <= 15% of execute, >= 400 MB/s per cor
 informational, the exit code stays 0), and the JSON of everything (``--json FILE``).
 
     .venv/bin/python benchmarks/bench_compaction.py [--rows 2300000] [--l0s 10] [--repeat 3]
-        [--codecs lz4,zstd] [--codec-rows 1000000] [--no-s3] [--s3-rows 600000] [--core]
+        [--codecs lz4,zstd] [--codec-rows 1000000] [--no-s3] [--s3-rows 600000] [--no-core]
+        [--callgrind]
         [--scaling] [--json FILE]
 """
 
@@ -522,7 +526,8 @@ def compare_s3(session: Session, endpoint: str, src: Path, work: Path) -> dict[s
 # ---------------------------------------------------------------------- instruction counts
 def run_core(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``benchmarks/bench_core.py`` (one compaction task in one process, no Spark, no
-    storage I/O) when it exists: W1 with ``--callgrind`` (instructions per input byte), and
+    storage I/O) when it exists: W1 (with ``--callgrind``: also its instructions per input
+    byte), and
     each codec variant with ``--codec-limit`` (the codec library's own speed on the same
     bytes). Returns each run's JSON and a one-line ``summary``."""
     script = HERE / "bench_core.py"
@@ -530,17 +535,18 @@ def run_core(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         say("--core: benchmarks/bench_core.py is not in this tree; skipped")
         return {"skipped": "benchmarks/bench_core.py missing"}
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    runs = {"W1": ["--rows", str(args.rows), "--l0s", str(args.l0s), "--callgrind"]}
+    runs = {"W1": ["--rows", str(args.rows), "--l0s", str(args.l0s), "--no-split",
+                   *(["--callgrind"] if args.callgrind else [])]}
     for codec in args.codec_list:
         runs[codec] = ["--rows", str(args.codec_rows), "--l0s", str(args.codec_l0s),
-                       "--codec", codec, "--codec-limit"]
+                       "--codec", codec, "--codec-limit", "--no-split"]
     out: dict[str, Any] = {}
     parts = []
     for label, extra in runs.items():
         path = work / f"core-{label}.json"
         t = time.perf_counter()
         done = subprocess.run([sys.executable, str(script), "--seed", str(args.seed),
-                               "--repeat", "3", *extra, "--json", str(path)], cwd=REPO,
+                               "--repeat", "5", *extra, "--json", str(path)], cwd=REPO,
                               env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not path.exists():
             say(f"--core {label}: bench_core.py failed ({done.returncode}): "
@@ -622,8 +628,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--s3-rows", type=int, default=600_000,
                    help="entries of the S3 database (600000)")
     p.add_argument("--s3-l0s", type=int, default=4)
-    p.add_argument("--core", action="store_true",
-                   help="also run benchmarks/bench_core.py (when present) and fold it in")
+    p.add_argument("--no-core", dest="core", action="store_false",
+                   help="skip benchmarks/bench_core.py (one task alone: MB/s per core, "
+                        "and the codecs against their library's own speed)")
+    p.add_argument("--callgrind", action="store_true",
+                   help="also count W1's instructions per input byte under valgrind "
+                        "(bench_core.py --callgrind; a few minutes)")
     p.add_argument("--scaling", action="store_true",
                    help="also local[1] sessions (free and pinned to one CPU)")
     p.add_argument("--json", help="also write the results to this file")
