@@ -735,7 +735,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def s3_env(endpoint: str) -> None:
-    """S3 settings for slatelib, inherited by our session's process and its workers."""
+    """S3 settings for slatelib (moto's endpoint), inherited by our session's process, its
+    Spark workers and subprocesses."""
     os.environ.update({
         "SLATELIB_S3_ENDPOINT": endpoint, "SLATELIB_S3_ALLOW_HTTP": "true",
         "SLATELIB_S3_REGION": "us-east-1", "SLATELIB_S3_ACCESS_KEY_ID": "testing",

@@ -56,7 +56,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from bench_compaction import write_official_l0s  # noqa: E402
+from bench_compaction import s3_env, write_official_l0s  # noqa: E402
 
 from tests.s3_server import REQUEST_KINDS, S3Bucket, create_bucket, start_moto_server  # noqa: E402
 
@@ -157,15 +157,6 @@ def official() -> Any:
     import slatedb.uniffi as s
 
     return s
-
-
-def s3_env(endpoint: str) -> None:
-    """S3 settings for slatelib here, in the Spark workers and in the subprocesses."""
-    os.environ.update({
-        "SLATELIB_S3_ENDPOINT": endpoint, "SLATELIB_S3_ALLOW_HTTP": "true",
-        "SLATELIB_S3_REGION": "us-east-1", "SLATELIB_S3_ACCESS_KEY_ID": "testing",
-        "SLATELIB_S3_SECRET_ACCESS_KEY": "testing",
-    })
 
 
 def off_store(bucket: S3Bucket) -> Any:

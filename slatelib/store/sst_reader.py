@@ -218,11 +218,9 @@ class SstReader:
         Raises:
             SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
         """
-        info = self.info
-        if not info.stats_len:
-            return None
-        region = self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
-        return read_stats(region, info.compression, path=self.path)
+        region = self._stats_region()
+        return None if region is None else read_stats(region, self.info.compression,
+                                                      path=self.path)
 
     def stats_rows(self) -> int | None:
         """``num_puts + num_deletes + num_merges`` of the stats block (None without one):
@@ -232,14 +230,20 @@ class SstReader:
         Raises:
             SstMissingError / CorruptObjectError / ChecksumMismatchError: naming the SST.
         """
-        info = self.info
-        if not info.stats_len:
+        region = self._stats_region()
+        if region is None:
             return None
-        region = self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
-        payload = decode_region(region, info.compression, path=self.path, what="stats")
+        payload = decode_region(region, self.info.compression, path=self.path, what="stats")
         with corrupt_on_error("SstStats", self.path):
             root = Buffer(payload, path=self.path).root()
             return root.u64(0) + root.u64(1) + root.u64(2)
+
+    def _stats_region(self) -> bytes | None:
+        """The stored stats block (checksummed, maybe compressed), None without one."""
+        info = self.info
+        if not info.stats_len:
+            return None
+        return self._get_exact(info.stats_offset, info.stats_offset + info.stats_len, "stats")
 
     def raw_blocks(self, lo: int, hi: int) -> list[bytes]:
         """Data blocks ``lo..hi-1`` checked and decompressed, not decoded (one ranged get).
