@@ -33,15 +33,17 @@ removes them.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import resource
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
 
 from slatelib.clock import SYSTEM_CLOCK, Clock
 from slatelib.core.retention import RetentionPolicy, RetentionStats
@@ -87,6 +89,9 @@ def native_pipeline_for(task: CompactionTask) -> bool:
     return accepts_fill(SstWriter(task.sst_options).block_writer)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 _gc_lock = threading.Lock()
 _gc_paused = 0
 _gc_was_enabled = False
@@ -117,6 +122,17 @@ def cyclic_gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def _gc_paused_while(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` run under :func:`cyclic_gc_paused`."""
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with cyclic_gc_paused():
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@_gc_paused_while
 def execute_compaction_task(
     task: CompactionTask,
     *,
@@ -138,20 +154,6 @@ def execute_compaction_task(
         UnavailableError / StorageError: storage failures.
         InvalidArgumentError: an unknown merge operator.
     """
-    with cyclic_gc_paused():
-        return _execute(task, store=store, clock=clock, fill_rows=fill_rows,
-                        use_native_pipe=use_native_pipe)
-
-
-def _execute(
-    task: CompactionTask,
-    *,
-    store: ObjectStore | None = None,
-    clock: Clock = SYSTEM_CLOCK,
-    fill_rows: int | None = None,
-    use_native_pipe: bool = True,
-) -> CompactionResult:
-    """The body of :func:`execute_compaction_task`."""
     started = time.perf_counter()
     cpu_started = time.process_time()
     obj_store = store if store is not None else task.store.open()

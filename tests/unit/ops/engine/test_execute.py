@@ -431,13 +431,13 @@ def test_a_real_task_runs_with_the_collector_off(store: ObjectStore,
     new_db(store, ROOT)
     random_l0s(store, random.Random(3), l0s=2, keys=200, per=50)
     states: list[bool] = []
-    real = _execute._execute
+    real = _execute.native_pipeline_for
 
     def spy(*args: object, **kwargs: object) -> object:
         states.append(gc.isenabled())
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_execute, "_execute", spy)
+    monkeypatch.setattr(_execute, "native_pipeline_for", spy)
     report = run_compaction(ROOT, store, settings=settings(), runner=ThreadTaskRunner(1))
     assert report.status == "committed" and states and not any(states)
     assert gc.isenabled()
